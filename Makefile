@@ -1,0 +1,46 @@
+# The two commands of the README: `make lab` opens the course, `make test` runs every test.
+# Both create .venv/ inside the repository and install the pinned requirements on first use.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# pytest workers for `make test` (override: make test JOBS=1)
+JOBS ?= 2
+
+.PHONY: lab test test-fast bench execute check-python clean help
+
+help:
+	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
+	@echo "make test     run every test: helpers unit tests + strict nbval over all notebooks"
+	@echo "make bench    execute each notebook and print its wall time"
+	@echo "make execute  re-execute every notebook in place (after changing helpers/)"
+
+check-python:
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v[:2] == (3, 11) else "Python 3.11 is required (found %d.%d); set PYTHON=/path/to/python3.11" % v[:2])'
+
+$(STAMP): requirements.txt | check-python
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check --no-input -r requirements.txt
+	@# make `import helpers` work from any folder and in every kernel of this venv
+	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "normalization_course.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=. notebooks/00_introduction.ipynb
+
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval --nbval-current-env \
+		--nbval-sanitize-with nbval_sanitize.cfg tests notebooks
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) tests
+
+bench: $(STAMP)
+	$(PY) -m helpers.bench
+
+execute: $(STAMP)
+	$(PY) -m helpers.bench --execute-in-place
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,159 @@
+r"""The course's figures, drawn by code. ``python -m helpers.figures`` regenerates every
+committed image in ``images/``.
+
+The map of the norms follows Wu & He (2018), Figure 2: a feature-map tensor drawn as an
+(N, C, H×W) block, with the elements that share one mean and variance shaded. The shading
+comes from :func:`statistics_mask`, the index set :math:`S_i` of the paper's section 3.1,
+which the lesson checks against torch's own layers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from .experiments import LayerStats
+
+__all__ = ["statistics_mask", "norm_map", "activation_histograms", "build_all"]
+
+# (method key, English title, Chinese title)
+NORM_PANELS = [
+    ("batch", "BatchNorm", "批归一化"),
+    ("layer", "LayerNorm", "层归一化"),
+    ("instance", "InstanceNorm", "实例归一化"),
+    ("group", "GroupNorm", "组归一化"),
+]
+
+
+def statistics_mask(method: str, shape: tuple[int, ...], index: tuple[int, ...],
+                    num_groups: int = 2) -> torch.Tensor:
+    r"""Boolean mask of the elements whose mean and variance the element at ``index`` is
+    normalised with (the set :math:`S_i` of Wu & He 2018, eq. 2), for an input of ``shape``
+    (N, C, \*spatial):
+
+    - ``"batch"``: same channel, any sample and position: :math:`k_C = i_C`;
+    - ``"layer"``: same sample: :math:`k_N = i_N`;
+    - ``"instance"``: same sample and channel: :math:`k_N = i_N, k_C = i_C`;
+    - ``"group"``: same sample and group of C/G channels:
+      :math:`k_N = i_N,\ \lfloor k_C/(C/G)\rfloor = \lfloor i_C/(C/G)\rfloor`;
+    - ``"token"`` (LayerNorm/RMSNorm on (B, T, d)): same sample and time step.
+    """
+    n_idx = torch.arange(shape[0]).reshape([-1] + [1] * (len(shape) - 1))
+    c_idx = torch.arange(shape[1]).reshape([1, -1] + [1] * (len(shape) - 2))
+    same_n = (n_idx == index[0]).expand(shape)
+    same_c = (c_idx == index[1]).expand(shape)
+    if method == "batch":
+        return same_c.clone()
+    if method == "layer":
+        return same_n.clone()
+    if method == "instance":
+        return same_n & same_c
+    if method == "group":
+        if shape[1] % num_groups:
+            raise ValueError(f"{shape[1]} channels do not split into {num_groups} groups")
+        per = shape[1] // num_groups
+        return same_n & ((c_idx // per) == index[1] // per).expand(shape)
+    if method == "token":  # (B, T, d): index = (b, t, ...)
+        return same_n & same_c
+    raise ValueError(f"unknown method {method!r}; use batch, layer, instance, group or token")
+
+
+def _block(ax, mask: torch.Tensor, color: str, xlabel: str, ylabel: str, zlabel: str) -> None:
+    """Draw a (depth, columns, rows) boolean mask as a voxel block, shaded where True."""
+    import numpy as np
+
+    filled = np.ones(mask.shape, dtype=bool)
+    colors = np.where(mask.numpy()[..., None], np.array([color]), np.array(["#f4f4f4"]))
+    ax.voxels(filled, facecolors=colors[..., 0], edgecolor="#555555", linewidth=0.4)
+    ax.set_box_aspect(mask.shape)
+    ax.view_init(elev=22, azim=-58)
+    ax.set_xlabel(xlabel, labelpad=-12)
+    ax.set_ylabel(ylabel, labelpad=-12)
+    ax.set_zlabel(zlabel, labelpad=-10)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_zticks([])
+    ax.xaxis.pane.set_visible(False)
+    ax.yaxis.pane.set_visible(False)
+    ax.zaxis.pane.set_visible(False)
+
+
+def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 4, t: int = 5,
+             d: int = 6):
+    """Figure: the four norms on an (N, C, H×W) block, shaded where one element's statistics
+    come from, plus LayerNorm/RMSNorm on a (B, T, d) sequence block. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    from .plotting import use_course_style
+
+    use_course_style()
+    fig = plt.figure(figsize=(15.5, 3.6))
+    palette = {"batch": "#4c72b0", "layer": "#dd8452", "instance": "#55a868", "group": "#c44e52"}
+    for k, (key, en, zh) in enumerate(NORM_PANELS):
+        ax = fig.add_subplot(1, 5, k + 1, projection="3d")
+        # voxel axes: x = N, y = C, z = H×W; the reference element is the front corner
+        # element of the visible side face, so each shaded set shows on the visible faces
+        mask = statistics_mask(key, (n, c, hw), (n - 1, 0, 0), num_groups)
+        _block(ax, mask, palette[key], "N", "C", "H×W")
+        ax.set_title(f"{en}\n{zh}" + (f"  (G = {num_groups})" if key == "group" else ""),
+                     pad=0)
+    ax = fig.add_subplot(1, 5, 5, projection="3d")
+    _block(ax, statistics_mask("token", (b, t, d), (b - 1, 0, 0)), "#8172b3", "B", "T", "d")
+    ax.set_title("LayerNorm / RMSNorm\n层归一化 / 均方根归一化  (B, T, d)", pad=0)
+    fig.subplots_adjust(left=0.0, right=0.97, bottom=0.02, top=0.86, wspace=0.12)
+    return fig
+
+
+def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradients: bool = False):
+    """Karpathy-style per-layer histograms: one panel per setting, one line per layer
+    (every ``every``-th layer), of the tanh outputs or of their gradients."""
+    import matplotlib.pyplot as plt
+
+    from .plotting import use_course_style
+
+    use_course_style()
+    fig, axes = plt.subplots(1, len(results), figsize=(4.6 * len(results), 3.4))
+    for ax, (title, stats) in zip(axes, results.items()):
+        series = [t.float() for t in (stats.gradients if gradients else stats.activations)]
+        # one symmetric range per panel, so the layers' widths can be compared
+        # (gradients: the 99.5th percentile of |g| over all layers, so outliers do not
+        # squeeze the bulk into one bin)
+        hi = max(float(t.abs().quantile(0.995)) for t in series) if gradients else 1.0
+        hi = hi if hi > 0 else 1.0
+        edges = torch.linspace(-hi, hi, 61)
+        centres = (edges[:-1] + edges[1:]) / 2
+        for i in range(0, len(series), every):
+            counts = torch.histc(series[i], bins=60, min=-hi, max=hi)
+            ax.plot(centres.numpy(), (counts / counts.sum()).numpy(), label=f"layer {i + 1}",
+                    lw=1.3)
+        ax.set_title(title)
+        ax.set_xlabel("gradient dL/dh / 梯度" if gradients else "tanh output / tanh 输出")
+        ax.legend(fontsize=8.5, loc="best")
+        if gradients:
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
+    axes[0].set_ylabel("fraction of values / 占比")
+    fig.tight_layout()
+    return fig
+
+
+def build_all() -> list[str]:
+    """Regenerate every committed figure into ``images/``; returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plotting import savefig
+
+    written = []
+    fig = norm_map()
+    written.append(str(savefig(fig, "norm_map")))
+    plt.close(fig)
+    return written
+
+
+if __name__ == "__main__":
+    for p in build_all():
+        print("wrote", p)
+    sys.exit(0)

@@ -1,0 +1,452 @@
+r"""From-scratch normalisation functions with the signatures and semantics of
+``torch.nn.functional``.
+
+Every function here is built from elementary tensor operations (``mean``, ``sqrt``,
+``reshape``, arithmetic); none calls torch's own normalisation kernels, so they keep
+working when those are unavailable and they can be read line by line.
+
+All five share one recipe. For an index set :math:`S` of elements that share statistics,
+
+.. math::
+
+    \mu = \frac{1}{|S|}\sum_{k\in S} x_k,\qquad
+    \sigma^2 = \frac{1}{|S|}\sum_{k\in S} (x_k-\mu)^2,\qquad
+    \hat x_k = \frac{x_k-\mu}{\sqrt{\sigma^2+\epsilon}},\qquad
+    y_k = \gamma\,\hat x_k + \beta
+
+(RMSNorm drops :math:`\mu` and divides by :math:`\sqrt{\overline{x^2}+\epsilon}`). The
+variance is the biased one (divide by :math:`|S|`) and is computed in two passes (mean
+first, then the mean of squared deviations), never as :math:`E[x^2]-E[x]^2`, which cancels
+catastrophically in float32. Half-precision inputs (float16, bfloat16) are computed in
+float32 and the result is cast back to the input dtype, as PyTorch's kernels do.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm"]
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+# --------------------------------------------------------------------------------------
+# shared pieces
+# --------------------------------------------------------------------------------------
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the statistics are computed in: float32 for float16/bfloat16, else ``dtype``."""
+    return torch.float32 if dtype in _HALF else dtype
+
+
+def moments(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, Tensor]:
+    r"""Mean and biased variance over ``dims`` (kept as size-1 dims), in two passes.
+
+    .. math:: \mu = \tfrac{1}{n}\sum x,\qquad \sigma^2 = \tfrac{1}{n}\sum (x-\mu)^2
+    """
+    dims = list(dims)
+    mean = x.mean(dim=dims, keepdim=True)
+    var = (x - mean).square().mean(dim=dims, keepdim=True)
+    return mean, var
+
+
+def _size(t: Tensor) -> list[int]:
+    return list(t.shape)
+
+
+def _check_floating(name: str, input: Tensor) -> None:
+    if not input.is_floating_point():
+        raise NotImplementedError(
+            f'"{name}" not implemented for \'{str(input.dtype).replace("torch.", "")}\': '
+            "normalisation needs a floating-point input (float16, bfloat16, float32 or float64)"
+        )
+
+
+def _check_param_dtype(name: str, input: Tensor, **params: Tensor | None) -> None:
+    """PyTorch's CPU rule: parameters share the input's dtype, except that a float16 or
+    bfloat16 input may come with float32 parameters (mixed precision)."""
+    for pname, p in params.items():
+        if p is None or p.dtype == input.dtype:
+            continue
+        if input.dtype in _HALF and p.dtype == torch.float32:
+            continue
+        raise RuntimeError(
+            f"mixed dtype (CPU): {name} got input of dtype {input.dtype} but {pname} of dtype "
+            f"{p.dtype}; parameters and buffers must have the input's dtype (or float32 when the "
+            "input is float16/bfloat16)"
+        )
+
+
+def _check_per_channel(name: str, input: Tensor, num_channels: int, **params: Tensor | None) -> None:
+    for pname, p in params.items():
+        if p is not None and p.numel() != num_channels:
+            raise RuntimeError(
+                f"{name}: {pname} should contain {num_channels} elements (one per channel, the "
+                f"size of dim 1 of the input) not {p.numel()}; got input of size {_size(input)}"
+            )
+
+
+def _verify_batch_size(size: list[int]) -> None:
+    # Same rule as torch: with one value per channel there is no variance to estimate.
+    if math.prod(size[:1] + size[2:]) == 1:
+        raise ValueError(
+            f"Expected more than 1 value per channel when training, got input size {size}"
+        )
+
+
+def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, shape: Sequence[int]) -> Tensor:
+    if weight is not None:
+        y = y * weight.reshape(shape).to(y.dtype)
+    if bias is not None:
+        y = y + bias.reshape(shape).to(y.dtype)
+    return y
+
+
+def _stats_dtype(input: Tensor, *params: Tensor | None) -> torch.dtype:
+    """The precision torch's BatchNorm/InstanceNorm kernel keeps its statistics in: float32
+    when a float16/bfloat16 input comes with float32 parameters or buffers (mixed precision),
+    otherwise the input's own dtype."""
+    if input.dtype in _HALF and any(p is not None and p.dtype == torch.float32 for p in params):
+        return torch.float32
+    return input.dtype
+
+
+def _normalise_per_channel(x: Tensor, mean: Tensor, var: Tensor, eps: float,
+                           weight: Tensor | None, bias: Tensor | None, shape: list[int],
+                           stats_dtype: torch.dtype) -> Tensor:
+    r"""y = (x - mean) / sqrt(var + eps) * weight + bias, in the compute dtype of ``x``."""
+    if stats_dtype not in _HALF:
+        return _affine((x - mean) / torch.sqrt(var + eps), weight, bias, shape)
+    # All-float16/bfloat16 BatchNorm: torch's CPU kernel rounds the mean and 1/std to the
+    # input's precision, then applies y = x * scale + shift in float32. Matching it means
+    # doing the same (a float16 mean near 300 is off by up to 0.125: see the lessons).
+    mean = mean.to(stats_dtype).to(x.dtype)
+    rstd = (1.0 / torch.sqrt(var + eps)).to(stats_dtype).to(x.dtype)
+    scale = rstd if weight is None else rstd * weight.reshape(shape).to(x.dtype)
+    shift = -mean * scale
+    if bias is not None:
+        shift = shift + bias.reshape(shape).to(x.dtype)
+    return x * scale + shift
+
+
+def _update_running(running: Tensor | None, batch_value: Tensor, momentum: float) -> None:
+    r"""In place: running <- (1 - momentum) * running + momentum * batch_value."""
+    if running is None:
+        return
+    with torch.no_grad():
+        new = running.to(batch_value.dtype) * (1.0 - momentum) + batch_value.detach() * momentum
+        running.copy_(new.to(running.dtype))
+
+
+# --------------------------------------------------------------------------------------
+# BatchNorm and InstanceNorm
+# --------------------------------------------------------------------------------------
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Batch normalisation of an (N, C, \*) input, per channel (dim 1).
+
+    Training (``training=True``) uses the statistics of the batch over every dim but 1:
+
+    .. math::
+
+        \mu_c = \frac{1}{m}\sum_{n,s} x_{n c s},\quad
+        \sigma_c^2 = \frac{1}{m}\sum_{n,s}(x_{n c s}-\mu_c)^2,\quad
+        y_{n c s} = \gamma_c \frac{x_{n c s}-\mu_c}{\sqrt{\sigma_c^2+\epsilon}} + \beta_c
+
+    with :math:`m = N\cdot\prod(\text{spatial})`, and updates the running statistics in place
+    (when given) with the **unbiased** variance:
+
+    .. math::
+
+        \hat\mu \leftarrow (1-\text{momentum})\,\hat\mu + \text{momentum}\,\mu_c,\qquad
+        \hat\sigma^2 \leftarrow (1-\text{momentum})\,\hat\sigma^2
+            + \text{momentum}\,\tfrac{m}{m-1}\sigma_c^2
+
+    Evaluation (``training=False``) normalises with ``running_mean`` and ``running_var``.
+
+    Args:
+        input: (N, C) or (N, C, \*) floating-point tensor.
+        running_mean, running_var: (C,) buffers, updated in place when training; required
+            when not training.
+        weight, bias: optional (C,) affine parameters :math:`\gamma, \beta`.
+        training: use batch statistics (and update the buffers) instead of the buffers.
+        momentum: weight of the new batch in the running average (PyTorch convention;
+            Keras/TF's ``momentum`` is ``1 -`` this).
+        eps: added to the variance inside the square root.
+
+    Returns:
+        A tensor of the input's shape and dtype.
+    """
+    if input.dim() < 2:
+        raise RuntimeError(
+            "batch_norm expects an input of shape (N, C) or (N, C, *) with the channels at dim 1, "
+            f"got a {input.dim()}D input of size {_size(input)}"
+        )
+    if training:
+        _verify_batch_size(_size(input))
+    if training and eps <= 0.0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    if momentum is None:
+        raise TypeError(
+            "batch_norm(): momentum must be a float; the cumulative average of momentum=None is "
+            "handled by the BatchNorm modules, which pass 1/num_batches_tracked"
+        )
+    _check_floating("batch_norm", input)
+    c = input.shape[1]
+    _check_per_channel("batch_norm", input, c, running_mean=running_mean,
+                       running_var=running_var, weight=weight, bias=bias)
+    _check_param_dtype("batch_norm", input, running_mean=running_mean,
+                       running_var=running_var, weight=weight, bias=bias)
+    if not training and (running_mean is None or running_var is None):
+        raise RuntimeError(
+            "running_mean must be defined in evaluation mode: batch_norm with training=False "
+            "normalises with running_mean and running_var, so both must be tensors"
+        )
+
+    x = input.to(compute_dtype(input.dtype))
+    shape = [1, c] + [1] * (input.dim() - 2)  # broadcasts a per-channel vector
+    if training:
+        reduce_dims = [0] + list(range(2, input.dim()))
+        mean, var = moments(x, reduce_dims)
+        m = input.numel() // c if c else 0
+        if m > 0:  # an empty batch leaves the buffers untouched, as in torch
+            _update_running(running_mean, mean.reshape(c), momentum)
+            _update_running(running_var, var.reshape(c) * (m / (m - 1)), momentum)
+    else:
+        mean = running_mean.reshape(shape).to(x.dtype)
+        var = running_var.reshape(shape).to(x.dtype)
+
+    return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
+                                  _stats_dtype(input, weight, bias, running_mean, running_var)
+                                  ).to(input.dtype)
+
+
+def instance_norm(
+    input: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Instance normalisation of an (N, C, \*) input: per sample and channel, over the
+    spatial dims.
+
+    .. math::
+
+        \mu_{nc} = \frac{1}{|s|}\sum_s x_{ncs},\quad
+        \sigma_{nc}^2 = \frac{1}{|s|}\sum_s (x_{ncs}-\mu_{nc})^2,\quad
+        y_{ncs} = \gamma_c\frac{x_{ncs}-\mu_{nc}}{\sqrt{\sigma_{nc}^2+\epsilon}}+\beta_c
+
+    With ``use_input_stats=True`` and running buffers given, the buffers are updated in
+    place with the batch average of the per-instance statistics (unbiased variance):
+
+    .. math::
+
+        \hat\mu_c \leftarrow (1-m)\,\hat\mu_c + m\,\tfrac{1}{N}\sum_n \mu_{nc},\qquad
+        \hat\sigma_c^2 \leftarrow (1-m)\,\hat\sigma_c^2
+            + m\,\tfrac{1}{N}\sum_n \tfrac{|s|}{|s|-1}\sigma_{nc}^2
+
+    With ``use_input_stats=False`` the buffers normalise instead (they must be given).
+    """
+    if input.dim() < 2:
+        raise RuntimeError(
+            "instance_norm expects an input of shape (N, C, *) with the channels at dim 1, "
+            f"got a {input.dim()}D input of size {_size(input)}"
+        )
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError(
+            f"Expected more than 1 spatial element when training, got input size {input.size()}"
+        )
+    _check_floating("instance_norm", input)
+    n, c = input.shape[0], input.shape[1]
+    _check_per_channel("instance_norm", input, c, running_mean=running_mean,
+                       running_var=running_var, weight=weight, bias=bias)
+    _check_param_dtype("instance_norm", input, running_mean=running_mean,
+                       running_var=running_var, weight=weight, bias=bias)
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise RuntimeError(
+            "Expected running_mean and running_var to be defined when use_input_stats is false"
+        )
+
+    x = input.to(compute_dtype(input.dtype))
+    shape = [1, c] + [1] * (input.dim() - 2)
+    if use_input_stats:
+        spatial = list(range(2, input.dim()))
+        mean, var = moments(x, spatial)
+        s = math.prod(input.shape[2:])
+        # batch average over N (NaN for an empty batch, exactly as torch)
+        _update_running(running_mean, mean.reshape(n, c).mean(0), momentum)
+        _update_running(running_var, (var * (s / (s - 1))).reshape(n, c).mean(0), momentum)
+    else:
+        mean = running_mean.reshape(shape).to(x.dtype)
+        var = running_var.reshape(shape).to(x.dtype)
+
+    return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
+                                  _stats_dtype(input, weight, bias, running_mean, running_var)
+                                  ).to(input.dtype)
+
+
+# --------------------------------------------------------------------------------------
+# LayerNorm and RMSNorm (statistics over the trailing normalized_shape)
+# --------------------------------------------------------------------------------------
+def _as_shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(normalized_shape, numbers.Integral):
+        return (int(normalized_shape),)
+    return tuple(int(s) for s in normalized_shape)
+
+
+def _check_normalized_shape(name: str, input: Tensor, normalized_shape: tuple[int, ...],
+                            weight: Tensor | None, bias: Tensor | None = None) -> None:
+    if len(normalized_shape) == 0:
+        raise RuntimeError(
+            f"{name}: expected normalized_shape to be at least 1-dimensional (the trailing dims "
+            f"to normalise over, e.g. (d,) for (B, T, d) input), but got normalized_shape = []"
+        )
+    k = len(normalized_shape)
+    if input.dim() < k or tuple(input.shape[input.dim() - k:]) != normalized_shape:
+        raise RuntimeError(
+            f"{name}: given normalized_shape={list(normalized_shape)}, expected input with shape "
+            f"[*, {', '.join(map(str, normalized_shape))}] (those sizes as the trailing dims), but "
+            f"got input of size {_size(input)}"
+        )
+    for pname, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != normalized_shape:
+            raise RuntimeError(
+                f"{name}: expected {pname} to be of same shape as normalized_shape, but got "
+                f"{pname} of shape {_size(p)} and normalized_shape = {list(normalized_shape)}"
+            )
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Layer normalisation over the trailing ``len(normalized_shape)`` dims of each sample.
+
+    .. math::
+
+        \mu = \frac{1}{H}\sum_{i=1}^{H} x_i,\quad
+        \sigma^2 = \frac{1}{H}\sum_{i=1}^{H}(x_i-\mu)^2,\quad
+        y_i = \gamma_i\,\frac{x_i-\mu}{\sqrt{\sigma^2+\epsilon}} + \beta_i
+
+    where :math:`H` is the number of elements of ``normalized_shape`` and
+    :math:`\gamma,\beta` have shape ``normalized_shape`` (one per element, not per channel).
+    The same computation at training and inference; no running statistics.
+    """
+    shape = _as_shape(normalized_shape)
+    _check_normalized_shape("layer_norm", input, shape, weight, bias)
+    _check_floating("layer_norm", input)
+    _check_param_dtype("layer_norm", input, weight=weight, bias=bias)
+    x = input.to(compute_dtype(input.dtype))
+    dims = list(range(input.dim() - len(shape), input.dim()))
+    mean, var = moments(x, dims)
+    y = (x - mean) / torch.sqrt(var + eps)
+    return _affine(y, weight, bias, shape).to(input.dtype)
+
+
+def rms_eps(dtype: torch.dtype, eps: float | None) -> float:
+    """PyTorch's ``eps=None`` rule for RMSNorm: the machine epsilon of the compute dtype
+    (float32's for float16, bfloat16 and float32 inputs; float64's for float64)."""
+    return torch.finfo(compute_dtype(dtype)).eps if eps is None else eps
+
+
+def rms_norm(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    r"""Root-mean-square normalisation over the trailing ``len(normalized_shape)`` dims.
+
+    .. math::
+
+        \mathrm{RMS}(x) = \sqrt{\frac{1}{H}\sum_{i=1}^{H} x_i^2 + \epsilon},\qquad
+        y_i = \frac{x_i}{\mathrm{RMS}(x)}\,g_i
+
+    :math:`\epsilon` sits **inside** the square root; the gain :math:`g` (``weight``) is
+    learnable and there is no bias. ``eps=None`` means ``torch.finfo(float32).eps`` for
+    float16/bfloat16/float32 inputs and ``torch.finfo(float64).eps`` for float64.
+    """
+    shape = _as_shape(normalized_shape)
+    _check_normalized_shape("rms_norm", input, shape, weight)
+    _check_floating("rms_norm", input)
+    x = input.to(compute_dtype(input.dtype))
+    dims = list(range(input.dim() - len(shape), input.dim()))
+    ms = x.square().mean(dim=dims, keepdim=True)
+    y = x / torch.sqrt(ms + rms_eps(input.dtype, eps))
+    if weight is not None:
+        y = y * weight.to(torch.promote_types(y.dtype, weight.dtype))
+    return y.to(input.dtype)
+
+
+# --------------------------------------------------------------------------------------
+# GroupNorm
+# --------------------------------------------------------------------------------------
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    r"""Group normalisation: the C channels of each sample are split into ``num_groups``
+    contiguous groups of C/G channels; statistics per sample and group, over the group's
+    channels and all spatial positions.
+
+    .. math::
+
+        \mu_{ng} = \frac{1}{|S_g|}\sum_{c\in g,\,s} x_{ncs},\quad
+        \sigma_{ng}^2 = \frac{1}{|S_g|}\sum_{c\in g,\,s}(x_{ncs}-\mu_{ng})^2,\quad
+        y_{ncs} = \gamma_c\frac{x_{ncs}-\mu_{ng}}{\sqrt{\sigma_{ng}^2+\epsilon}}+\beta_c
+
+    :math:`\gamma,\beta` are per channel. ``num_groups=1`` is LayerNorm over (C, \*) without
+    its per-element affine; ``num_groups=C`` is InstanceNorm.
+    """
+    if input.dim() < 2:
+        raise RuntimeError(
+            f"Expected at least 2 dimensions for input tensor but received {input.dim()}: "
+            "group_norm expects an input of shape (N, C, *)"
+        )
+    n, c = input.shape[0], input.shape[1]
+    _verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
+    if c % num_groups != 0:
+        raise RuntimeError(
+            f"Expected number of channels in input to be divisible by num_groups, but got input "
+            f"of shape {_size(input)} and num_groups={num_groups}: {c} channels cannot be split "
+            f"into {num_groups} equal groups"
+        )
+    for pname, p in (("weight", weight), ("bias", bias)):
+        if p is not None and (p.dim() != 1 or p.numel() != c):
+            raise RuntimeError(
+                f"Expected {pname} to be a vector of size equal to the number of channels in "
+                f"input, but got {pname} of shape {_size(p)} and input of shape {_size(input)}"
+            )
+    _check_floating("group_norm", input)
+    _check_param_dtype("group_norm", input, weight=weight, bias=bias)
+
+    x = input.to(compute_dtype(input.dtype))
+    per_group = (c // num_groups) * math.prod(input.shape[2:])
+    grouped = x.reshape(n, num_groups, per_group)  # explicit sizes: works for empty batches
+    mean, var = moments(grouped, [2])
+    y = ((grouped - mean) / torch.sqrt(var + eps)).reshape(input.shape)
+    return _affine(y, weight, bias, [1, c] + [1] * (input.dim() - 2)).to(input.dtype)
