@@ -15,5 +15,3 @@ if str(ROOT) not in sys.path:
 _paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 if str(ROOT) not in _paths:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *_paths])
-# figures render off-screen in the test process; kernels use the inline backend
-os.environ.setdefault("MPLBACKEND", "Agg")

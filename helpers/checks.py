@@ -108,6 +108,15 @@ def _max_err(a: Tensor, b: Tensor) -> float:
     return float(d.max()) if d.numel() else 0.0
 
 
+def what_zh(what: str) -> str:
+    """The Chinese for the short descriptions of what went wrong in one case."""
+    for en, zh in (("max abs error", "最大绝对误差"), ("returned shape", "返回的形状为"),
+                   ("expected", "应为"), ("returned dtype", "返回的 dtype 为"),
+                   ("returned", "返回了"), ("raised", "抛出异常"), (", not a tensor", "，不是张量")):
+        what = what.replace(en, zh)
+    return what
+
+
 def _run(title: str, fn: Callable, cases: Sequence[Case], reference: Callable,
          mistakes: Sequence[Mistake]) -> CheckResult:
     by_key = {k: Mistake(k, *texts) for k, texts in _COMMON.items()}
@@ -170,7 +179,8 @@ def _run(title: str, fn: Callable, cases: Sequence[Case], reference: Callable,
     names = [f[0].name for f in failures]
     head = (f"✘ {title}: {len(failures)} of {len(cases)} cases differ from torch "
             f"(first: '{case.name}', {what}).")
-    head_zh = f"✘ {len(failures)}/{len(cases)} 个用例与 torch 不一致（首个：'{case.name}'）。"
+    head_zh = (f"✘ {title}：{len(failures)}/{len(cases)} 个用例与 torch 不一致"
+               f"（首个：'{case.name}'，{what_zh(what)}）。")
     if key is None:
         body = ("No known mistake matches; print your output beside torch's on that case. "
                 "/ 没有匹配到已知错误；请在该用例上把你的输出与 torch 的输出并排打印比较。")

@@ -66,18 +66,37 @@ def _check_floating(name: str, input: Tensor) -> None:
         )
 
 
-def _check_param_dtype(name: str, input: Tensor, **params: Tensor | None) -> None:
-    """PyTorch's CPU rule: parameters share the input's dtype, except that a float16 or
-    bfloat16 input may come with float32 parameters (mixed precision)."""
-    for pname, p in params.items():
-        if p is None or p.dtype == input.dtype:
-            continue
-        if input.dtype in _HALF and p.dtype == torch.float32:
-            continue
+def _param_dtype_ok(input: Tensor, dtype: torch.dtype) -> bool:
+    """PyTorch's CPU rule for a parameter's dtype: the input's, or float32 for a float16 or
+    bfloat16 input (mixed precision)."""
+    return dtype == input.dtype or (input.dtype in _HALF and dtype == torch.float32)
+
+
+def _check_param_dtype(name: str, input: Tensor, *, shared: bool = False,
+                       **params: Tensor | None) -> None:
+    """Raise torch's RuntimeError for parameter dtypes torch's CPU kernels reject; with
+    ``shared``, all the given tensors must also have one dtype (BatchNorm's rule)."""
+    given = {k: p for k, p in params.items() if p is not None}
+    for pname, p in given.items():
+        if not _param_dtype_ok(input, p.dtype):
+            raise RuntimeError(
+                f"mixed dtype (CPU): {name} got input of dtype {input.dtype} but {pname} of "
+                f"dtype {p.dtype}; parameters and buffers must have the input's dtype (or "
+                "float32 when the input is float16/bfloat16)"
+            )
+    if shared and len({p.dtype for p in given.values()}) > 1:
+        listing = ", ".join(f"{k} {p.dtype}" for k, p in given.items())
         raise RuntimeError(
-            f"mixed dtype (CPU): {name} got input of dtype {input.dtype} but {pname} of dtype "
-            f"{p.dtype}; parameters and buffers must have the input's dtype (or float32 when the "
-            "input is float16/bfloat16)"
+            f"{name}: weight, bias, running_mean and running_var must share one dtype (the "
+            f"input's, or float32 for a float16/bfloat16 input); got {listing}"
+        )
+
+
+def _check_running_pair(name: str, running_mean: Tensor | None,
+                        running_var: Tensor | None) -> None:
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(
+            f"{name}: running_mean and running_var must either both be None or neither be None"
         )
 
 
@@ -107,9 +126,9 @@ def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, shape: Sequen
 
 
 def _stats_dtype(input: Tensor, *params: Tensor | None) -> torch.dtype:
-    """The precision torch's BatchNorm/InstanceNorm kernel keeps its statistics in: float32
-    when a float16/bfloat16 input comes with float32 parameters or buffers (mixed precision),
-    otherwise the input's own dtype."""
+    """The precision torch's BatchNorm/InstanceNorm kernel keeps its batch statistics in:
+    float32 when a float16/bfloat16 input comes with float32 parameters or buffers (mixed
+    precision), otherwise the input's own dtype."""
     if input.dtype in _HALF and any(p is not None and p.dtype == torch.float32 for p in params):
         return torch.float32
     return input.dtype
@@ -118,12 +137,17 @@ def _stats_dtype(input: Tensor, *params: Tensor | None) -> torch.dtype:
 def _normalise_per_channel(x: Tensor, mean: Tensor, var: Tensor, eps: float,
                            weight: Tensor | None, bias: Tensor | None, shape: list[int],
                            stats_dtype: torch.dtype) -> Tensor:
-    r"""y = (x - mean) / sqrt(var + eps) * weight + bias, in the compute dtype of ``x``."""
+    r"""y = (x - mean) / sqrt(var + eps) * weight + bias, in the compute dtype of ``x``.
+
+    ``stats_dtype`` is the precision of batch statistics (pass the compute dtype when
+    normalising with running statistics, which torch does not round)."""
     if stats_dtype not in _HALF:
         return _affine((x - mean) / torch.sqrt(var + eps), weight, bias, shape)
-    # All-float16/bfloat16 BatchNorm: torch's CPU kernel rounds the mean and 1/std to the
-    # input's precision, then applies y = x * scale + shift in float32. Matching it means
-    # doing the same (a float16 mean near 300 is off by up to 0.125: see the lessons).
+    # All-float16/bfloat16 BatchNorm in training: torch's CPU kernel rounds the batch mean
+    # and 1/std to the input's precision, then applies y = x * scale + shift in float32.
+    # Matching it means doing the same (a float16 mean near 300 is off by up to 0.125). For
+    # bfloat16 inputs of 3 or more dims torch's own summation order differs again, so the
+    # two agree to about 2 bfloat16 ulps there.
     mean = mean.to(stats_dtype).to(x.dtype)
     rstd = (1.0 / torch.sqrt(var + eps)).to(stats_dtype).to(x.dtype)
     scale = rstd if weight is None else rstd * weight.reshape(shape).to(x.dtype)
@@ -189,13 +213,13 @@ def batch_norm(
     Returns:
         A tensor of the input's shape and dtype.
     """
+    if training:
+        _verify_batch_size(_size(input))
     if input.dim() < 2:
         raise RuntimeError(
             "batch_norm expects an input of shape (N, C) or (N, C, *) with the channels at dim 1, "
             f"got a {input.dim()}D input of size {_size(input)}"
         )
-    if training:
-        _verify_batch_size(_size(input))
     if training and eps <= 0.0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     elif eps < 0.0:
@@ -209,13 +233,16 @@ def batch_norm(
     c = input.shape[1]
     _check_per_channel("batch_norm", input, c, running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
-    _check_param_dtype("batch_norm", input, running_mean=running_mean,
+    _check_param_dtype("batch_norm", input, shared=True, running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
-    if not training and (running_mean is None or running_var is None):
-        raise RuntimeError(
-            "running_mean must be defined in evaluation mode: batch_norm with training=False "
-            "normalises with running_mean and running_var, so both must be tensors"
-        )
+    if training:
+        _check_running_pair("batch_norm", running_mean, running_var)
+    else:
+        for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+            if t is None:
+                raise RuntimeError(
+                    f"{name} must be defined in evaluation mode: batch_norm with training=False "
+                    "normalises with running_mean and running_var, so both must be tensors")
 
     x = input.to(compute_dtype(input.dtype))
     shape = [1, c] + [1] * (input.dim() - 2)  # broadcasts a per-channel vector
@@ -230,9 +257,10 @@ def batch_norm(
         mean = running_mean.reshape(shape).to(x.dtype)
         var = running_var.reshape(shape).to(x.dtype)
 
+    stats_dtype = (_stats_dtype(input, weight, bias, running_mean, running_var) if training
+                   else x.dtype)
     return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
-                                  _stats_dtype(input, weight, bias, running_mean, running_var)
-                                  ).to(input.dtype)
+                                  stats_dtype).to(input.dtype)
 
 
 def instance_norm(
@@ -265,21 +293,23 @@ def instance_norm(
 
     With ``use_input_stats=False`` the buffers normalise instead (they must be given).
     """
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError(
+            f"Expected more than 1 spatial element when training, got input size {input.size()}"
+        )
     if input.dim() < 2:
         raise RuntimeError(
             "instance_norm expects an input of shape (N, C, *) with the channels at dim 1, "
             f"got a {input.dim()}D input of size {_size(input)}"
         )
-    if use_input_stats and math.prod(input.shape[2:]) == 1:
-        raise ValueError(
-            f"Expected more than 1 spatial element when training, got input size {input.size()}"
-        )
     _check_floating("instance_norm", input)
     n, c = input.shape[0], input.shape[1]
     _check_per_channel("instance_norm", input, c, running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
-    _check_param_dtype("instance_norm", input, running_mean=running_mean,
-                       running_var=running_var, weight=weight, bias=bias)
+    # torch accepts running statistics of any floating dtype here (they are updated in their
+    # own dtype); the affine parameters follow the usual rule
+    _check_param_dtype("instance_norm", input, weight=weight, bias=bias)
+    _check_running_pair("instance_norm", running_mean, running_var)
     if not use_input_stats and (running_mean is None or running_var is None):
         raise RuntimeError(
             "Expected running_mean and running_var to be defined when use_input_stats is false"
@@ -291,24 +321,34 @@ def instance_norm(
         spatial = list(range(2, input.dim()))
         mean, var = moments(x, spatial)
         s = math.prod(input.shape[2:])
-        # batch average over N (NaN for an empty batch, exactly as torch)
-        _update_running(running_mean, mean.reshape(n, c).mean(0), momentum)
-        _update_running(running_var, (var * (s / (s - 1))).reshape(n, c).mean(0), momentum)
+        if s > 0:  # zero spatial elements leave the buffers untouched, as in torch
+            # batch average over N (NaN for an empty batch, exactly as torch)
+            _update_running(running_mean, mean.reshape(n, c).mean(0), momentum)
+            _update_running(running_var, (var * (s / (s - 1))).reshape(n, c).mean(0), momentum)
+        elif n == 0 and running_mean is not None:
+            with torch.no_grad():
+                running_mean.fill_(float("nan"))
+                running_var.fill_(float("nan"))
     else:
         mean = running_mean.reshape(shape).to(x.dtype)
         var = running_var.reshape(shape).to(x.dtype)
 
+    stats_dtype = _stats_dtype(input, weight, bias) if use_input_stats else x.dtype
     return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
-                                  _stats_dtype(input, weight, bias, running_mean, running_var)
-                                  ).to(input.dtype)
+                                  stats_dtype).to(input.dtype)
 
 
 # --------------------------------------------------------------------------------------
 # LayerNorm and RMSNorm (statistics over the trailing normalized_shape)
 # --------------------------------------------------------------------------------------
-def _as_shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+def _as_shape(normalized_shape: Sequence[int], name: str = "normalized_shape") -> tuple[int, ...]:
+    """``normalized_shape`` as a tuple. Like torch.nn.functional, a bare int is a TypeError
+    here (the LayerNorm/RMSNorm modules accept one and wrap it)."""
     if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
+        raise TypeError(
+            f"{name} must be a tuple or list of ints, e.g. ({int(normalized_shape)},), not the "
+            f"int {int(normalized_shape)}"
+        )
     return tuple(int(s) for s in normalized_shape)
 
 
@@ -388,6 +428,12 @@ def rms_norm(
     float16/bfloat16/float32 inputs and ``torch.finfo(float64).eps`` for float64.
     """
     shape = _as_shape(normalized_shape)
+    if input.dim() < len(shape):
+        raise ValueError(
+            f"Input tensor must have at least {len(shape)} dimensions, but got {input.dim()}: "
+            f"rms_norm normalises over its last {len(shape)} dims, normalized_shape="
+            f"{list(shape)}, input of size {_size(input)}"
+        )
     _check_normalized_shape("rms_norm", input, shape, weight)
     _check_floating("rms_norm", input)
     x = input.to(compute_dtype(input.dtype))

@@ -99,10 +99,15 @@ class _NormBase(nn.Module):
                               missing_keys, unexpected_keys, error_msgs) -> None:
         version = local_metadata.get("version", None)
         if (version is None or version < 2) and self.track_running_stats:
-            # checkpoints older than version 2 have no num_batches_tracked: default to 0
+            # checkpoints older than version 2 have no num_batches_tracked: keep the module's
+            # own count (0 for a fresh module), as torch does
             key = prefix + "num_batches_tracked"
             if key not in state_dict:
-                state_dict[key] = torch.tensor(0, dtype=torch.long)
+                state_dict[key] = (
+                    self.num_batches_tracked
+                    if self.num_batches_tracked is not None
+                    and self.num_batches_tracked.device != torch.device("meta")
+                    else torch.tensor(0, dtype=torch.long))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 

@@ -57,6 +57,14 @@ def clones(*ts):
 # --------------------------------------------------------------------------------------
 # 1. signatures
 # --------------------------------------------------------------------------------------
+def bn_tol(dtype):
+    """Tolerance for BatchNorm/InstanceNorm outputs in training mode. torch's all-bfloat16 CPU
+    kernel rounds its batch statistics in an order that is not documented; helpers (which
+    rounds mean and 1/std to bfloat16, matching float16 exactly) agrees with it to about two
+    bfloat16 ulps at unit scale, so bfloat16 gets an absolute tolerance of 2e-2."""
+    return {"atol": 2e-2, "rtol": 1.6e-2} if dtype == torch.bfloat16 else {}
+
+
 def _sig(fn):
     return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
 
@@ -82,7 +90,7 @@ def test_batch_norm_matches_torch(rank, dtype, training, affine):
     rm_t, rv_t, rm_h, rv_h = clones(rm, rv, rm, rv)
     expected = F.batch_norm(x, rm_t, rv_t, w, b, training, 0.1, 1e-5)
     actual = HF.batch_norm(x, rm_h, rv_h, w, b, training, 0.1, 1e-5)
-    assert_close(actual, expected)
+    assert_close(actual, expected, **bn_tol(dtype))
     assert_close(rm_h, rm_t)
     assert_close(rv_h, rv_t)
 
@@ -140,7 +148,7 @@ def test_instance_norm_matches_torch(rank, dtype, mode, affine):
     rm_t, rv_t, rm_h, rv_h = clones(rm, rv, rm, rv)
     expected = F.instance_norm(x, rm_t, rv_t, w, b, use_input_stats, 0.1, 1e-5)
     actual = HF.instance_norm(x, rm_h, rv_h, w, b, use_input_stats, 0.1, 1e-5)
-    assert_close(actual, expected)
+    assert_close(actual, expected, **bn_tol(dtype))
     if rm is not None:
         assert_close(rm_h, rm_t)
         assert_close(rv_h, rv_t)
@@ -352,6 +360,7 @@ def _combo_cases():
     return cases
 
 
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch's own
 @pytest.mark.parametrize("name,xd,pd,sd", _combo_cases())
 def test_dtype_combinations_follow_torch(name, xd, pd, sd):
     """Mixed input/parameter/buffer dtypes: same acceptance as torch, same results."""
@@ -364,10 +373,15 @@ def test_dtype_combinations_follow_torch(name, xd, pd, sd):
         assert type(info.value) is type(e), (type(info.value), info.value, type(e), e)
         return
     actual, rm_h, rv_h = _call(HF, name, x, pd, sd)
-    assert_close(actual, expected)
+    assert_close(actual, expected, **bn_tol(xd))
     if rm_t is not None:
-        assert_close(rm_h, rm_t)
-        assert_close(rv_h, rv_t)
+        # With a float16/bfloat16 input, torch's instance_norm rounds its running-statistics
+        # update through half precision in an undocumented order; helpers computes the batch
+        # statistics in float32. They agree to half precision.
+        tol = {torch.float16: {"atol": 2e-3, "rtol": 2e-3},
+               torch.bfloat16: {"atol": 1.6e-2, "rtol": 1.6e-2}}.get(xd, {})
+        assert_close(rm_h, rm_t, **tol)
+        assert_close(rv_h, rv_t, **tol)
 
 
 # --------------------------------------------------------------------------------------
