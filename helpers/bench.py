@@ -75,12 +75,11 @@ def main(argv: list[str] | None = None) -> int:
           f"   (cpus: {os.cpu_count()}, threads: {os.environ.get('OMP_NUM_THREADS', 'default')})")
     total, over = 0.0, []
     for p in paths:
-        print(f"{p.name:<40} ", end="", flush=True)
         t = execute(p, in_place=args.execute_in_place)
         total += t
         ok = t <= NOTEBOOK_BUDGET_S
         over += [] if ok else [p.name]
-        print(f"{t:>8.1f} s  {'ok' if ok else 'OVER BUDGET'}", flush=True)
+        print(f"{p.name:<40} {t:>8.1f} s  {'ok' if ok else 'OVER BUDGET'}", flush=True)
     print(f"{'whole course':<40} {total:>8.1f} s  budget {COURSE_BUDGET_S:.0f} s: "
           f"{'ok' if total <= COURSE_BUDGET_S else 'OVER BUDGET'}")
     if args.execute_in_place:
