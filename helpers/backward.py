@@ -47,6 +47,20 @@ def _normalise(x: Tensor, dims: list[int], eps: float) -> tuple[Tensor, Tensor]:
     return (x - mean) * rstd, rstd
 
 
+def _trailing(grad_output: Tensor, input: Tensor, normalized_shape):
+    """Compute-dtype copies of input and grad_output, the normalised (trailing) dims and the
+    leading dims that parameter gradients sum over."""
+    shape = _as_shape(normalized_shape)
+    ct = compute_dtype(input.dtype)
+    dims = list(range(input.dim() - len(shape), input.dim()))
+    lead = list(range(input.dim() - len(shape)))
+    return input.to(ct), grad_output.to(ct), dims, lead
+
+
+def _sum_lead(t: Tensor, lead: list[int]) -> Tensor:
+    return t.sum(lead) if lead else t
+
+
 def _out(grad_input: Tensor, grad_weight, grad_bias, input: Tensor, weight):
     grad_input = grad_input.to(input.dtype)
     if weight is None:
@@ -93,17 +107,12 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: Se
     :math:`\partial L/\partial\gamma` and :math:`\partial L/\partial\beta` sum over the
     leading (batch, time) dims and have shape ``normalized_shape``.
     """
-    shape = _as_shape(normalized_shape)
-    ct = compute_dtype(input.dtype)
-    x, dy = input.to(ct), grad_output.to(ct)
-    k = len(shape)
-    dims = list(range(input.dim() - k, input.dim()))
-    lead = list(range(input.dim() - k))
+    x, dy, dims, lead = _trailing(grad_output, input, normalized_shape)
     xhat, rstd = _normalise(x, dims, eps)
-    g = dy if weight is None else dy * weight.to(ct)
+    g = dy if weight is None else dy * weight.to(x.dtype)
     grad_input = _mean_var_backward(g, xhat, rstd, dims)
-    grad_weight = (dy * xhat).sum(lead) if lead else dy * xhat
-    grad_bias = dy.sum(lead) if lead else dy
+    grad_weight = _sum_lead(dy * xhat, lead)
+    grad_bias = _sum_lead(dy, lead)
     return _out(grad_input, grad_weight, grad_bias, input, weight)
 
 
@@ -147,15 +156,10 @@ def rms_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: Sequ
     :math:`\partial L/\partial\mathbf{g} = \sum \partial L/\partial y\cdot\hat x` over the
     leading dims. There is no bias, so ``grad_bias`` is ``None``.
     """
-    shape = _as_shape(normalized_shape)
-    ct = compute_dtype(input.dtype)
-    x, dy = input.to(ct), grad_output.to(ct)
-    k = len(shape)
-    dims = list(range(input.dim() - k, input.dim()))
-    lead = list(range(input.dim() - k))
+    x, dy, dims, lead = _trailing(grad_output, input, normalized_shape)
     rstd = 1.0 / torch.sqrt(x.square().mean(dims, keepdim=True) + rms_eps(input.dtype, eps))
     xhat = x * rstd
-    g = dy if weight is None else dy * weight.to(ct)
+    g = dy if weight is None else dy * weight.to(x.dtype)
     grad_input = rstd * (g - xhat * (g * xhat).mean(dims, keepdim=True))
-    grad_weight = (dy * xhat).sum(lead) if lead else dy * xhat
+    grad_weight = _sum_lead(dy * xhat, lead)
     return _out(grad_input, grad_weight, None, input, weight)

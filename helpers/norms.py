@@ -27,6 +27,28 @@ __all__ = [
 ]
 
 
+def _init_affine(module: nn.Module, shape, affine: bool, bias: bool, factory_kwargs) -> None:
+    """Register ``weight`` (and ``bias`` unless ``bias=False``) of ``shape`` when ``affine``,
+    else register both as ``None``: the parameter layout of every torch norm layer."""
+    if affine:
+        module.weight = Parameter(torch.empty(shape, **factory_kwargs))
+        if bias:
+            module.bias = Parameter(torch.empty(shape, **factory_kwargs))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module: nn.Module) -> None:
+    """weight <- 1, bias <- 0 (where present), as torch initialises them."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if getattr(module, "bias", None) is not None:
+        init.zeros_(module.bias)
+
+
 class _NormBase(nn.Module):
     """Parameters and buffers shared by BatchNorm and InstanceNorm.
 
@@ -48,15 +70,7 @@ class _NormBase(nn.Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(torch.empty(num_features, **factory_kwargs))
-            if bias:
-                self.bias = Parameter(torch.empty(num_features, **factory_kwargs))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _init_affine(self, num_features, affine, bias, factory_kwargs)
         if track_running_stats:
             self.register_buffer("running_mean", torch.zeros(num_features, **factory_kwargs))
             self.register_buffer("running_var", torch.ones(num_features, **factory_kwargs))
@@ -76,10 +90,7 @@ class _NormBase(nn.Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() not in self._accepted_ranks:
@@ -269,22 +280,11 @@ class LayerNorm(nn.Module):
         self.normalized_shape = _tuple_shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(torch.empty(self.normalized_shape, **factory_kwargs))
-            if bias:
-                self.bias = Parameter(torch.empty(self.normalized_shape, **factory_kwargs))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _init_affine(self, self.normalized_shape, elementwise_affine, bias, factory_kwargs)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return HF.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -314,22 +314,11 @@ class GroupNorm(nn.Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(torch.empty(num_channels, **factory_kwargs))
-            if bias:
-                self.bias = Parameter(torch.empty(num_channels, **factory_kwargs))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _init_affine(self, num_channels, affine, bias, factory_kwargs)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return HF.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -362,8 +351,7 @@ class RMSNorm(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
+        _reset_affine(self)
 
     def forward(self, x: Tensor) -> Tensor:
         return HF.rms_norm(x, self.normalized_shape, self.weight, self.eps)
