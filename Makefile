@@ -26,8 +26,11 @@ $(STAMP): requirements.txt | check-python
 	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "normalization_course.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
 	touch $(STAMP)
 
+# (--allow-root only when run as root, as in containers: JupyterLab refuses root otherwise)
+LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=. notebooks/00_introduction.ipynb
+	$(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_FLAGS) notebooks/00_introduction.ipynb
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval --nbval-current-env \
