@@ -107,3 +107,65 @@ def layer_statistics(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor) -> 
             h.remove()
     return LayerStats([a.detach().flatten() for a in acts],
                       [a.grad.detach().flatten() for a in acts])
+
+
+# --------------------------------------------------------------------------------------
+# Invariances of a normalisation (Ba et al. 2016, Table 1)
+# --------------------------------------------------------------------------------------
+INVARIANCES = [
+    "weight matrix re-scaling",
+    "weight matrix re-centering",
+    "weight vector re-scaling",
+    "dataset re-scaling",
+    "dataset re-centering",
+    "single training case re-scaling",
+]
+
+
+def invariance_differences(norm, batch: int = 8, d_in: int = 16, d_out: int = 32,
+                           seed: int = 0) -> dict[str, float]:
+    r"""For a layer :math:`h = \mathrm{norm}(W x + b)` on a batch of inputs (rows of ``x``),
+    apply each transformation of Ba et al. (2016), Table 1, and return the largest absolute
+    change of :math:`h` (0 up to rounding means invariant):
+
+    - weight matrix re-scaling: :math:`W, b \to \delta W, \delta b` (:math:`\delta = 3`);
+    - weight matrix re-centering: :math:`W \to W + \mathbf 1 \gamma^\top` (every row of W
+      plus the same vector :math:`\gamma`);
+    - weight vector re-scaling: one row :math:`w_i, b_i \to \delta w_i, \delta b_i`;
+    - dataset re-scaling: every input :math:`x \to \delta x`, with :math:`b \to \delta b`
+      (so that every summed input scales by :math:`\delta`);
+    - dataset re-centering: every input :math:`x \to x + \gamma`, so every case's summed
+      inputs shift by the same vector :math:`W\gamma`;
+    - single training case re-scaling: one input :math:`x_n \to \delta x_n` (bias-free layer).
+
+    ``norm`` maps the (batch, d_out) summed inputs to normalised outputs, e.g.
+    ``lambda a: F.layer_norm(a, (a.shape[-1],), eps=0.0)``; use eps = 0 so that only the
+    transformation matters (with eps > 0, "invariant" holds up to a term of order eps/var).
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, d_in, generator=g, dtype=torch.float64)
+    w = torch.randn(d_out, d_in, generator=g, dtype=torch.float64)
+    b = torch.randn(d_out, generator=g, dtype=torch.float64)
+    gamma_in = torch.randn(d_in, generator=g, dtype=torch.float64)
+    delta = 3.0
+
+    def out(x_, w_, b_):
+        return norm(x_ @ w_.T + b_)
+
+    base = out(x, w, b)
+    base_nobias = out(x, w, torch.zeros_like(b))
+    one_row = torch.ones(d_out, 1, dtype=torch.float64)
+    row_scale = torch.ones(d_out, dtype=torch.float64)
+    row_scale[0] = delta
+    case_scale = torch.ones(batch, 1, dtype=torch.float64)
+    case_scale[0] = delta
+    changed = {
+        "weight matrix re-scaling": (out(x, delta * w, delta * b), base),
+        "weight matrix re-centering": (out(x, w + one_row * gamma_in, b), base),
+        "weight vector re-scaling": (out(x, w * row_scale[:, None], b * row_scale), base),
+        "dataset re-scaling": (out(delta * x, w, delta * b), base),
+        "dataset re-centering": (out(x + gamma_in, w, b), base),
+        "single training case re-scaling": (out(case_scale * x, w, torch.zeros_like(b)),
+                                            base_nobias),
+    }
+    return {k: float((a - c).abs().max()) for k, (a, c) in changed.items()}
