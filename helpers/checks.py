@@ -263,10 +263,11 @@ _COMMON = {
         "使用了无偏方差（除以 n-1）。归一化层用的是有偏方差："
         "x.var(..., unbiased=False) 或 ((x - mean)**2).mean(...)。"),
     "eps_outside_sqrt": (
-        "eps outside the square root: (x - mean) / (std + eps). PyTorch divides by "
-        "sqrt(var + eps); the two differ greatly when the variance is small.",
-        "eps 放在了平方根外面：(x - mean) / (std + eps)。PyTorch 用的是 sqrt(var + eps)，"
-        "方差很小时两者相差很大。"),
+        "eps outside the square root: dividing by (std + eps), or by (rms + eps) for RMSNorm. "
+        "PyTorch divides by sqrt(var + eps) (sqrt(mean(x**2) + eps) for RMSNorm); the two "
+        "differ greatly when the inputs are small.",
+        "eps 放在了平方根外面：除以 (std + eps)，对 RMSNorm 则是 (rms + eps)。PyTorch 用的是 "
+        "sqrt(var + eps)（RMSNorm 为 sqrt(mean(x**2) + eps)），输入很小时两者相差很大。"),
     "one_pass_variance": (
         "the one-pass variance E[x²] - E[x]², which cancels catastrophically in float32 when "
         "the mean is large compared with the spread. Subtract the mean first, then average "
