@@ -14,7 +14,8 @@ from torch import nn
 
 from . import norms
 
-__all__ = ["digits", "deep_mlp", "LayerStats", "layer_statistics"]
+__all__ = ["digits", "digit_images", "deep_mlp", "LayerStats", "layer_statistics",
+           "INVARIANCES", "invariance_differences"]
 
 SATURATION = 0.97  # |tanh| above this counts as saturated (gradient factor 1 - t^2 < 0.06)
 
@@ -29,6 +30,15 @@ def digits(dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tens
     std = x.std(0)
     x = (x - x.mean(0)) / torch.where(std > 0, std, torch.ones_like(std))
     return x, torch.tensor(data.target)
+
+
+def digit_images(indices, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The bundled 8x8 digits at ``indices`` as images of shape (n, 1, 8, 8), pixel values
+    scaled from 0..16 to 0..1 (no standardisation: lessons show what normalisation removes)."""
+    from sklearn.datasets import load_digits
+
+    images = torch.tensor(load_digits().images, dtype=dtype) / 16.0
+    return images[list(indices)].unsqueeze(1)
 
 
 def deep_mlp(depth: int = 20, width: int = 256, in_features: int = 64, num_classes: int = 10,

@@ -15,7 +15,7 @@ import torch
 
 from .experiments import LayerStats
 
-__all__ = ["statistics_mask", "norm_map", "activation_histograms", "build_all"]
+__all__ = ["statistics_mask", "norm_map", "group_map", "activation_histograms", "build_all"]
 
 # (method key, English title, Chinese title)
 NORM_PANELS = [
@@ -102,6 +102,37 @@ def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 
     _block(ax, statistics_mask("token", (b, t, d), (b - 1, 0, 0)), "#8172b3", "B", "T", "d")
     ax.set_title("LayerNorm / RMSNorm\n层归一化 / 均方根归一化  (B, T, d)", pad=0)
     fig.subplots_adjust(left=0.0, right=0.97, bottom=0.02, top=0.86, wspace=0.12)
+    return fig
+
+
+def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8)):
+    """Figure: for each number of groups G (one row), the channels coloured by the group
+    whose statistics they share. G = 1 is LayerNorm over (C, H, W), G = C InstanceNorm."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .plotting import use_course_style
+
+    use_course_style()
+    fig, ax = plt.subplots(figsize=(6.4, 0.55 * len(group_counts) + 1.0))
+    rows = []
+    for g in group_counts:
+        if num_channels % g:
+            raise ValueError(f"{num_channels} channels do not split into {g} groups")
+        rows.append(np.arange(num_channels) // (num_channels // g))
+    ax.imshow(np.array(rows), cmap="tab10", vmin=0, vmax=9, aspect="auto")
+    for r, ids in enumerate(rows):
+        for c, gid in enumerate(ids):
+            ax.text(c, r, str(gid), ha="center", va="center", color="white", fontsize=10)
+    ax.set_yticks(range(len(group_counts)),
+                  labels=[f"G = {g}" + ("  (LN)" if g == 1 else "  (IN)" if g == num_channels else "")
+                          for g in group_counts])
+    ax.set_xticks(range(num_channels))
+    ax.set_xlabel("channel c / 通道 c   (number = group index / 数字为组号)")
+    ax.grid(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    fig.tight_layout()
     return fig
 
 

@@ -30,7 +30,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm"]
+__all__ = ["batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "index_set_norm",
+           "adaptive_instance_norm"]
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -496,3 +497,67 @@ def group_norm(
     mean, var = moments(grouped, [2])
     y = ((grouped - mean) / torch.sqrt(var + eps)).reshape(input.shape)
     return _affine(y, weight, bias, [1, c] + [1] * (input.dim() - 2)).to(input.dtype)
+
+
+# --------------------------------------------------------------------------------------
+# One formula for all four (Wu & He 2018, section 3.1)
+# --------------------------------------------------------------------------------------
+def index_set_norm(input: Tensor, num_groups: int, across_batch: bool,
+                   eps: float = 1e-5) -> Tensor:
+    r"""Normalise an (N, C, \*) input over the index set :math:`S_i` of Wu & He (2018, eq. 2),
+    without affine parameters:
+
+    .. math::
+
+        \hat x_i = \frac{x_i - \mu_i}{\sqrt{\sigma_i^2 + \epsilon}},\qquad
+        \mu_i = \frac{1}{m}\sum_{k\in S_i} x_k,\qquad
+        \sigma_i^2 = \frac{1}{m}\sum_{k\in S_i}(x_k - \mu_i)^2 .
+
+    The input is viewed as (N, G, C/G, spatial); :math:`S_i` is the group of element
+    :math:`i` (its C/G channels and all spatial positions), in the same sample, or in every
+    sample when ``across_batch``. The four norms are four choices:
+
+    ====================  ==============  ==============
+    norm                  ``num_groups``  ``across_batch``
+    ====================  ==============  ==============
+    BatchNorm (training)  C               True
+    LayerNorm (C, \*)     1               False
+    InstanceNorm          C               False
+    GroupNorm             G               False
+    ====================  ==============  ==============
+    """
+    if input.dim() < 2:
+        raise RuntimeError(f"index_set_norm expects (N, C, *) input, got size {_size(input)}")
+    n, c = input.shape[0], input.shape[1]
+    if num_groups <= 0 or c % num_groups:
+        raise RuntimeError(
+            f"index_set_norm: {c} channels cannot be split into num_groups={num_groups} groups")
+    x = input.to(compute_dtype(input.dtype))
+    view = x.reshape(n, num_groups, c // num_groups, math.prod(input.shape[2:]))
+    dims = [0, 2, 3] if across_batch else [2, 3]
+    mean, var = moments(view, dims)
+    return ((view - mean) / torch.sqrt(var + eps)).reshape(input.shape).to(input.dtype)
+
+
+def adaptive_instance_norm(content: Tensor, style: Tensor, eps: float = 1e-5) -> Tensor:
+    r"""Adaptive instance normalisation (Huang & Belongie 2017, section 5) of (N, C, \*) tensors:
+    normalise each channel of ``content`` by its own mean and standard deviation over the
+    spatial dims, then give it the mean and standard deviation of the same channel of
+    ``style``:
+
+    .. math::
+
+        \mathrm{AdaIN}(x, y) = \sigma(y)\,\frac{x - \mu(x)}{\sigma(x)} + \mu(y)
+
+    with :math:`\sigma(x) = \sqrt{\mathrm{Var}(x) + \epsilon}` (biased variance). ``style``
+    must have the same N and C (its spatial size may differ).
+    """
+    if content.dim() < 3 or style.dim() < 3 or content.shape[:2] != style.shape[:2]:
+        raise RuntimeError(
+            "adaptive_instance_norm expects (N, C, *spatial) content and style with the same N "
+            f"and C, got content {_size(content)} and style {_size(style)}")
+    x = content.to(compute_dtype(content.dtype))
+    y = style.to(compute_dtype(style.dtype))
+    mx, vx = moments(x, range(2, x.dim()))
+    my, vy = moments(y, range(2, y.dim()))
+    return (torch.sqrt(vy + eps) * (x - mx) / torch.sqrt(vx + eps) + my).to(content.dtype)
