@@ -7,6 +7,7 @@
 - :mod:`helpers.checks`: exercise checkers that name the mistake a learner made.
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
+- :mod:`helpers.display`: printing rounding-level numbers as bounds, so outputs reproduce.
 - :mod:`helpers.bench`: execute and time the notebooks.
 """
 
