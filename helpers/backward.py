@@ -30,7 +30,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .functional import _as_shape, compute_dtype, moments, rms_eps
+from .functional import _as_shape, centred_moments, compute_dtype, rms_eps
 
 __all__ = ["batch_norm_backward", "layer_norm_backward", "group_norm_backward",
            "rms_norm_backward"]
@@ -42,9 +42,9 @@ def _mean_var_backward(g: Tensor, xhat: Tensor, rstd: Tensor, dims: list[int]) -
 
 
 def _normalise(x: Tensor, dims: list[int], eps: float) -> tuple[Tensor, Tensor]:
-    mean, var = moments(x, dims)
+    _, centred, var = centred_moments(x, dims)
     rstd = 1.0 / torch.sqrt(var + eps)
-    return (x - mean) * rstd, rstd
+    return centred * rstd, rstd
 
 
 def _trailing(grad_output: Tensor, input: Tensor, normalized_shape):

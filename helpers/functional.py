@@ -44,14 +44,25 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _HALF else dtype
 
 
+def centred_moments(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Mean, centred input and biased variance over ``dims`` (kept as size-1 dims), in two
+    passes; the centred input is returned so callers do not subtract the mean twice.
+
+    .. math:: \mu = \tfrac{1}{n}\sum x,\qquad x - \mu,\qquad
+              \sigma^2 = \tfrac{1}{n}\sum (x-\mu)^2
+    """
+    dims = list(dims)
+    mean = x.mean(dim=dims, keepdim=True)
+    centred = x - mean
+    return mean, centred, centred.square().mean(dim=dims, keepdim=True)
+
+
 def moments(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, Tensor]:
     r"""Mean and biased variance over ``dims`` (kept as size-1 dims), in two passes.
 
     .. math:: \mu = \tfrac{1}{n}\sum x,\qquad \sigma^2 = \tfrac{1}{n}\sum (x-\mu)^2
     """
-    dims = list(dims)
-    mean = x.mean(dim=dims, keepdim=True)
-    var = (x - mean).square().mean(dim=dims, keepdim=True)
+    mean, _, var = centred_moments(x, dims)
     return mean, var
 
 
@@ -400,8 +411,8 @@ def layer_norm(
     _check_param_dtype("layer_norm", input, weight=weight, bias=bias)
     x = input.to(compute_dtype(input.dtype))
     dims = list(range(input.dim() - len(shape), input.dim()))
-    mean, var = moments(x, dims)
-    y = (x - mean) / torch.sqrt(var + eps)
+    _, centred, var = centred_moments(x, dims)
+    y = centred / torch.sqrt(var + eps)
     return _affine(y, weight, bias, shape).to(input.dtype)
 
 
@@ -494,8 +505,8 @@ def group_norm(
     x = input.to(compute_dtype(input.dtype))
     per_group = (c // num_groups) * math.prod(input.shape[2:])
     grouped = x.reshape(n, num_groups, per_group)  # explicit sizes: works for empty batches
-    mean, var = moments(grouped, [2])
-    y = ((grouped - mean) / torch.sqrt(var + eps)).reshape(input.shape)
+    _, centred, var = centred_moments(grouped, [2])
+    y = (centred / torch.sqrt(var + eps)).reshape(input.shape)
     return _affine(y, weight, bias, [1, c] + [1] * (input.dim() - 2)).to(input.dtype)
 
 
@@ -535,8 +546,8 @@ def index_set_norm(input: Tensor, num_groups: int, across_batch: bool,
     x = input.to(compute_dtype(input.dtype))
     view = x.reshape(n, num_groups, c // num_groups, math.prod(input.shape[2:]))
     dims = [0, 2, 3] if across_batch else [2, 3]
-    mean, var = moments(view, dims)
-    return ((view - mean) / torch.sqrt(var + eps)).reshape(input.shape).to(input.dtype)
+    _, centred, var = centred_moments(view, dims)
+    return (centred / torch.sqrt(var + eps)).reshape(input.shape).to(input.dtype)
 
 
 def adaptive_instance_norm(content: Tensor, style: Tensor, eps: float = 1e-5) -> Tensor:
@@ -558,6 +569,6 @@ def adaptive_instance_norm(content: Tensor, style: Tensor, eps: float = 1e-5) ->
             f"and C, got content {_size(content)} and style {_size(style)}")
     x = content.to(compute_dtype(content.dtype))
     y = style.to(compute_dtype(style.dtype))
-    mx, vx = moments(x, range(2, x.dim()))
+    _, centred, vx = centred_moments(x, range(2, x.dim()))
     my, vy = moments(y, range(2, y.dim()))
-    return (torch.sqrt(vy + eps) * (x - mx) / torch.sqrt(vx + eps) + my).to(content.dtype)
+    return (torch.sqrt(vy + eps) * centred / torch.sqrt(vx + eps) + my).to(content.dtype)
