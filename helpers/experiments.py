@@ -5,15 +5,17 @@ r"""Small, fast experiments shared by the lessons.
   layer before each non-linearity, on scikit-learn's bundled digits (no download).
 - ``invariance_differences``: the invariance tables of Ba et al. (2016) and Zhang & Sennrich
   (2019), measured (lessons 02 and 04).
-- ``small_cnn`` + ``train_and_evaluate`` + ``batch_size_grid``: BatchNorm against GroupNorm
-  across batch sizes on the digits (Wu & He 2018, Table 2), for the BatchNorm lesson. The
-  full grid takes about two minutes on 2 CPU cores.
+- ``small_cnn`` + ``train_and_evaluate`` + ``batch_size_grid`` + ``statistic_noise``:
+  BatchNorm against GroupNorm across batch sizes on the digits (Wu & He 2018, Table 2), for
+  the BatchNorm lesson. ``python -m helpers.experiments`` runs the full grid (5 batch sizes,
+  3 seeds) and prints its table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
-import sys
+import time
 from dataclasses import dataclass
 
 import torch
@@ -24,7 +26,8 @@ from . import norms
 __all__ = ["digits", "digit_images", "deep_mlp", "LayerStats", "layer_statistics",
            "INVARIANCES", "invariance_differences",
            "small_cnn", "values_per_statistic", "digits_split_indices", "digits_split",
-           "train_and_evaluate", "batch_size_grid"]
+           "train_small_cnn", "train_and_evaluate", "batch_size_grid", "grid_table",
+           "statistic_noise", "WU_HE_TABLE2"]
 
 SATURATION = 0.97  # |tanh| above this counts as saturated (gradient factor 1 - t^2 < 0.06)
 
@@ -193,21 +196,26 @@ def invariance_differences(norm, batch: int = 8, d_in: int = 16, d_out: int = 32
 # --------------------------------------------------------------------------------------
 # BatchNorm against GroupNorm as the batch shrinks (Wu & He 2018, Table 2)
 # --------------------------------------------------------------------------------------
+# Wu & He (2018), Table 2: ResNet-50 ImageNet val error (%) by images per GPU
+WU_HE_TABLE2 = {"batch": {32: 23.6, 16: 23.7, 8: 24.8, 4: 27.3, 2: 34.7},
+                "group": {32: 24.1, 16: 24.2, 8: 24.0, 4: 24.2, 2: 24.1}}
 NUM_TRAIN, NUM_TEST = 1297, 500  # of the 1797 bundled digits
 GROUPS = 4                       # GroupNorm's groups in small_cnn
 SPATIAL = (8 * 8, 4 * 4, 1)      # positions per channel at small_cnn's three norm layers
 
 
-def _norm_layer(norm: str, channels: int, dims: int) -> nn.Module:
-    """BatchNorm{dims}d, GroupNorm (4 groups) or Identity, from ``helpers.norms``."""
+def _norm_layer(norm: str, channels: int, dims: int, backend: str) -> nn.Module:
+    """BatchNorm{dims}d, GroupNorm (4 groups) or Identity, from ``helpers.norms``
+    (``backend="helpers"``) or ``torch.nn`` (``backend="torch"``)."""
+    lib = norms if backend == "helpers" else nn
     if norm == "batch":
-        return norms.BatchNorm2d(channels) if dims == 2 else norms.BatchNorm1d(channels)
+        return lib.BatchNorm2d(channels) if dims == 2 else lib.BatchNorm1d(channels)
     if norm == "group":
-        return norms.GroupNorm(GROUPS, channels)
+        return lib.GroupNorm(GROUPS, channels)
     return nn.Identity()
 
 
-def small_cnn(norm: str, seed: int = 0, width: int = 16) -> nn.Sequential:
+def small_cnn(norm: str, seed: int = 0, width: int = 16, backend: str = "helpers") -> nn.Sequential:
     r"""A CNN with three norm layers for the 8x8 digits, ``norm`` in ``"batch"``,
     ``"group"``, ``"none"``:
 
@@ -227,23 +235,31 @@ def small_cnn(norm: str, seed: int = 0, width: int = 16) -> nn.Sequential:
     uses :math:`\tfrac{w}{4}\cdot 64`, :math:`\tfrac{2w}{4}\cdot 16` and
     :math:`\tfrac{2w}{4}` values of one image, whatever :math:`B`.
 
+    The norm layers come from ``helpers.norms`` (``backend="helpers"``, the from-scratch
+    modules) or ``torch.nn`` (``backend="torch"``, about twice as fast per step on a CPU);
+    both compute the same function and hold the same parameters and buffers.
+
     Convolutions and the hidden Linear get He initialisation,
     :math:`W \sim \mathcal N(0, 2/\text{fan\_in})` (as in the ResNets of the paper), and
     a bias only for ``"none"`` (a norm layer's shift makes it redundant); the classifier
     keeps torch's default. Everything is drawn under ``torch.manual_seed(seed)`` in a
-    forked RNG, so the global RNG is left as it was.
+    forked RNG, so the global RNG is left as it was, and the weights do not depend on
+    ``backend``.
     """
     if norm not in ("batch", "group", "none"):
         raise ValueError(f"norm must be 'batch', 'group' or 'none', got {norm!r}")
+    if backend not in ("helpers", "torch"):
+        raise ValueError(f"backend must be 'helpers' or 'torch', got {backend!r}")
     bias = norm == "none"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = nn.Sequential(
-            nn.Conv2d(1, width, 3, padding=1, bias=bias), _norm_layer(norm, width, 2), nn.ReLU(),
+            nn.Conv2d(1, width, 3, padding=1, bias=bias), _norm_layer(norm, width, 2, backend),
+            nn.ReLU(),
             nn.Conv2d(width, 2 * width, 3, stride=2, padding=1, bias=bias),
-            _norm_layer(norm, 2 * width, 2), nn.ReLU(),
+            _norm_layer(norm, 2 * width, 2, backend), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-            nn.Linear(2 * width, 2 * width, bias=bias), _norm_layer(norm, 2 * width, 1),
+            nn.Linear(2 * width, 2 * width, bias=bias), _norm_layer(norm, 2 * width, 1, backend),
             nn.ReLU(),
             nn.Linear(2 * width, 10),
         )
@@ -299,13 +315,21 @@ def _test_error(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: 
     return 100.0 * wrong / len(x)
 
 
+_BATCH_NORMS = (norms._BatchNorm, nn.modules.batchnorm._BatchNorm)
+
+
+def _batch_norm_layers(model: nn.Module) -> list[nn.Module]:
+    """The BatchNorm modules of ``model`` (from ``helpers.norms`` or ``torch.nn``), in order."""
+    return [m for m in model.modules() if isinstance(m, _BATCH_NORMS)]
+
+
 def _recompute_bn_statistics(model: nn.Module, x: torch.Tensor, batch_size: int) -> nn.Module:
     r"""A copy of ``model`` whose BatchNorm running statistics are reset and re-estimated
     over ``x`` in training mode, in batches of batch_size, with ``momentum=None``: the
     cumulative average :math:`\hat\mu = \tfrac1K\sum_k \mu_k` of the K batches' statistics
     instead of an exponential one dominated by the last steps. Returned in eval mode."""
     model = copy.deepcopy(model)
-    bns = [m for m in model.modules() if isinstance(m, norms._BatchNorm)]
+    bns = _batch_norm_layers(model)
     if not bns:  # nothing to re-estimate
         return model.eval()
     for m in bns:
@@ -324,15 +348,29 @@ def _copy_in_train_mode(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model).train()
 
 
-def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
-                       base_lr: float = 0.1, data: tuple | None = None) -> dict[str, float]:
-    r"""Train :func:`small_cnn` (``norm``, ``seed``) on :func:`digits_split` (or ``data``,
-    the same 4-tuple) and return its test error in % three ways, with the mean training loss
-    of the last epoch (``"final_train_loss"``).
+@contextlib.contextmanager
+def _one_thread():
+    """Run the block with one torch thread, then restore the previous count. Small models
+    train fastest on one thread, and a sum's rounding then does not depend on the machine's
+    core count: the results are the same whatever OMP_NUM_THREADS says."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
-    Training: cross-entropy, SGD with momentum 0.9, and the linear scaling rule of Goyal et
-    al. (2017) that Wu & He (2018) follow, annealed to 0 over the :math:`T` steps by a
-    cosine (the paper divides it by 10 three times instead):
+
+def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
+                    base_lr: float = 0.1, data: tuple | None = None,
+                    backend: str = "torch") -> tuple[nn.Module, float]:
+    r"""Train :func:`small_cnn` (``norm``, ``seed``, ``backend``) on the training half of
+    :func:`digits_split` (or of ``data``, the same 4-tuple); return the model (in training
+    mode) and the mean training loss of the last epoch.
+
+    Cross-entropy, SGD with momentum 0.9, and the linear scaling rule of Goyal et al. (2017)
+    that Wu & He (2018) follow, annealed to 0 over the :math:`T` steps by a cosine (the paper
+    divides it by 10 three times instead):
 
     .. math::
 
@@ -341,9 +379,43 @@ def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 
 
     The same number of ``epochs`` for every batch size (so smaller batches take more,
     smaller steps), shuffled every epoch by a generator seeded with ``seed``, dropping the
-    last incomplete batch so that every step sees exactly ``batch_size`` images.
+    last incomplete batch so that every step sees exactly ``batch_size`` images. Runs on one
+    torch thread (see ``_one_thread``).
 
-    Test error:
+    Defaults: base_lr 0.1 per 32 images is the paper's; 6 epochs is about the least with
+    which GroupNorm, slower to train than BatchNorm here, gets within a few points of its
+    converged error at batch 32 (which takes the fewest steps).
+    """
+    if batch_size < 2:
+        raise ValueError(f"batch_size must be at least 2 (BatchNorm needs two values per "
+                         f"channel in training), got {batch_size}")
+    x_train, y_train = (digits_split() if data is None else data)[:2]
+    model = small_cnn(norm, seed=seed, backend=backend)
+    steps = len(x_train) // batch_size  # drop_last=True
+    opt = torch.optim.SGD(model.parameters(), lr=base_lr * batch_size / 32, momentum=0.9)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps)
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    with _one_thread():
+        for _ in range(epochs):
+            perm = torch.randperm(len(x_train), generator=g)
+            total = 0.0
+            for i in range(steps):
+                idx = perm[i * batch_size:(i + 1) * batch_size]
+                loss = nn.functional.cross_entropy(model(x_train[idx]), y_train[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                schedule.step()
+                total += float(loss.detach())
+    return model, total / steps
+
+
+def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
+                       base_lr: float = 0.1, data: tuple | None = None,
+                       backend: str = "torch") -> dict[str, float]:
+    r"""Train with :func:`train_small_cnn` (same arguments) and return the test error in %
+    three ways, with the mean training loss of the last epoch (``"final_train_loss"``):
 
     - ``"eval"``: ``model.eval()``, BatchNorm uses its running statistics (what one deploys);
     - ``"train_mode"``: a copy in ``train()`` mode fed test batches of ``batch_size``, so
@@ -352,55 +424,172 @@ def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 
       over the whole training set (batches of ``batch_size``, training mode), then ``eval()``.
 
     GroupNorm and ``"none"`` have no batch statistics: the three errors coincide.
-
-    Defaults: base_lr 0.1 per 32 images is the paper's; 6 epochs is about the least with
-    which GroupNorm, slower to train than BatchNorm here, gets within a few points of its
-    converged error at batch 32 (which takes the fewest steps).
     """
-    x_train, y_train, x_test, y_test = digits_split() if data is None else data
-    model = small_cnn(norm, seed=seed)
-    steps = len(x_train) // batch_size  # drop_last=True
-    opt = torch.optim.SGD(model.parameters(), lr=base_lr * batch_size / 32, momentum=0.9)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps)
-    g = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(epochs):
-        perm = torch.randperm(len(x_train), generator=g)
-        total = 0.0
-        for i in range(steps):
-            idx = perm[i * batch_size:(i + 1) * batch_size]
-            loss = nn.functional.cross_entropy(model(x_train[idx]), y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            schedule.step()
-            total += float(loss.detach())
+    data = digits_split() if data is None else data
+    x_train, _, x_test, y_test = data
+    model, final_loss = train_small_cnn(norm, batch_size, seed, epochs, base_lr, data, backend)
     everything = len(x_test)  # in eval mode the batching does not matter: one pass
-    return {
-        "eval": _test_error(model.eval(), x_test, y_test, everything),
-        "train_mode": _test_error(_copy_in_train_mode(model), x_test, y_test, batch_size),
-        "recomputed": _test_error(_recompute_bn_statistics(model, x_train, batch_size),
-                                  x_test, y_test, everything),
-        "final_train_loss": total / steps,
-    }
+    with _one_thread():
+        return {
+            "eval": _test_error(model.eval(), x_test, y_test, everything),
+            "train_mode": _test_error(_copy_in_train_mode(model), x_test, y_test, batch_size),
+            "recomputed": _test_error(_recompute_bn_statistics(model, x_train, batch_size),
+                                      x_test, y_test, everything),
+            "final_train_loss": final_loss,
+        }
+
+
+def _grid_run(job: tuple) -> dict:
+    """One run of :func:`batch_size_grid` (top level, so a worker process can unpickle it)."""
+    norm, batch_size, seed, kwargs = job
+    start = time.perf_counter()
+    result = train_and_evaluate(norm, batch_size, seed=seed, **kwargs)
+    return {"norm": norm, "batch_size": batch_size, "seed": seed, **result,
+            "seconds": time.perf_counter() - start}
 
 
 def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), seeds=(0, 1),
-                    progress: bool = True, **kwargs) -> list[dict]:
+                    workers: int = 1, progress: bool = True, **kwargs) -> list[dict]:
     """:func:`train_and_evaluate` for every (norm, batch_size, seed), on one data split; one
     row per run with keys norm, batch_size, seed, eval, train_mode, recomputed,
-    final_train_loss. ``kwargs`` (epochs, base_lr) go to train_and_evaluate. The progress
-    bar writes to stdout, not stderr (the notebooks keep stderr empty). With the defaults
-    the 20 runs took about 110 s on 2 CPU threads, half of it in the batch-2 runs."""
+    final_train_loss and seconds, in the order of the loops (norm, then batch size, then
+    seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, backend) go to
+    train_and_evaluate.
+
+    ``workers > 1`` runs that many worker processes (started with ``spawn``, which works
+    from a notebook on every OS); every run uses one thread and its own seeds, so the numbers
+    do not depend on ``workers``. With ``progress``, one line per finished run is printed
+    to stdout (the notebooks keep stderr empty). On 2 CPU cores with 2 workers, the
+    12 runs of norms (batch, group) x batch sizes (32, 8, 2) x seeds (0, 1) take about
+    25 s; the 30 runs of 5 batch sizes and 3 seeds about 70 s."""
     from itertools import product
 
-    from tqdm.auto import tqdm
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    kwargs = {"data": digits_split(), **kwargs}
+    jobs = [(n, b, s, kwargs) for n, b, s in product(norms, batch_sizes, seeds)]
+    done = {}
 
-    data = digits_split()
-    runs = list(product(norms, batch_sizes, seeds))
+    def report(row):
+        done[(row["norm"], row["batch_size"], row["seed"])] = row
+        if progress:
+            print(f"[{len(done):>2}/{len(jobs)}] {row['norm']:<5} batch {row['batch_size']:>2} "
+                  f"seed {row['seed']}: eval error {row['eval']:5.1f}%  ({row['seconds']:.1f} s)",
+                  flush=True)
+
+    if workers == 1:
+        for job in jobs:
+            report(_grid_run(job))
+    else:
+        import concurrent.futures
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            for future in concurrent.futures.as_completed([pool.submit(_grid_run, j) for j in jobs]):
+                report(future.result())
+    return [done[(n, b, s)] for n, b, s, _ in jobs]
+
+
+def statistic_noise(model: nn.Module, x: torch.Tensor, batch_sizes=(32, 16, 8, 4, 2)) -> list[dict]:
+    r"""How far a batch's statistics fall from the population's, at each BatchNorm layer of
+    ``model``, for each batch size.
+
+    The inputs each BatchNorm layer receives are recorded with forward hooks while ``model``
+    runs over all of ``x`` in eval mode. For a layer whose input holds, per channel, the
+    population mean :math:`\mu` and standard deviation :math:`\sigma` (over all samples and
+    positions of ``x``), ``x`` is cut into consecutive batches of :math:`B` samples and each
+    batch's per-channel mean :math:`\mu_B` is compared with :math:`\mu`:
+
+    .. math:: \text{noise} = \sqrt{\operatorname{mean}_{B\text{-batches},\,c}
+              \left(\frac{\mu_B - \mu}{\sigma}\right)^2}.
+
+    For :math:`n` independent values per statistic this is about :math:`1/\sqrt n`. A
+    convolutional layer's :math:`n = B \cdot H \cdot W` values are not independent draws:
+    every batch holds all :math:`H \cdot W` positions, so the part of :math:`\sigma^2` that
+    comes from differences between positions adds no noise to :math:`\mu_B` (this pushes the
+    noise below :math:`1/\sqrt n`), while correlations between neighbouring positions of one
+    image add some (pushing it above).
+
+    Returns one row per (layer, batch size): ``layer`` (0, 1, ...), ``batch_size``,
+    ``values`` (:math:`n`, values per statistic), ``noise``. The model is left unchanged.
+    """
+    bns = _batch_norm_layers(model)
+    if not bns:
+        raise ValueError("the model has no BatchNorm layer")
+    inputs = []
+    hooks = [m.register_forward_hook(lambda _m, inp, _out: inputs.append(inp[0].detach()))
+             for m in bns]
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            model.eval()(x)
+    finally:
+        for h in hooks:
+            h.remove()
+        model.train(was_training)
     rows = []
-    for norm, batch_size, seed in tqdm(runs, file=sys.stdout, disable=not progress,
-                                       desc="norm x batch x seed"):
-        result = train_and_evaluate(norm, batch_size, seed=seed, data=data, **kwargs)
-        rows.append({"norm": norm, "batch_size": batch_size, "seed": seed, **result})
+    for layer, z in enumerate(inputs):
+        z = z.double().reshape(z.shape[0], z.shape[1], -1)  # (N, C, positions)
+        mu, sigma = z.mean((0, 2)), z.std((0, 2), unbiased=False)
+        for b in batch_sizes:
+            k = len(z) // b
+            batch_means = z[:k * b].reshape(k, b, z.shape[1], -1).mean((1, 3))  # (k, C)
+            noise = (((batch_means - mu) / sigma) ** 2).mean().sqrt()
+            rows.append({"layer": layer, "batch_size": b, "values": b * z.shape[2],
+                         "noise": float(noise)})
     return rows
+
+
+def grid_table(rows: list[dict]) -> str:
+    """The rows of :func:`batch_size_grid` as a table: test errors (%) and last-epoch
+    training losses, the mean over seeds with the spread (max - min) in brackets, one column
+    per batch size, next to Wu & He's Table 2 (ResNet-50 on ImageNet, :data:`WU_HE_TABLE2`)."""
+    sizes = sorted({r["batch_size"] for r in rows}, reverse=True)
+    seeds = sorted({r["seed"] for r in rows})
+    lines = [f"{'mean (spread) of ' + str(len(seeds)) + ' seeds':<40}"
+             + "".join(f"{'batch ' + str(b):>14}" for b in sizes)]
+    labels = {("batch", "eval"): "BN error %, eval()",
+              ("batch", "train_mode"): "BN error %, train-mode batches",
+              ("batch", "recomputed"): "BN error %, recomputed statistics",
+              ("group", "eval"): "GN error %", ("none", "eval"): "no-norm error %",
+              ("batch", "final_train_loss"): "BN last-epoch training loss",
+              ("group", "final_train_loss"): "GN last-epoch training loss",
+              ("none", "final_train_loss"): "no-norm last-epoch training loss"}
+    for (norm, key), label in labels.items():
+        cells = []
+        digits = 2 if key == "final_train_loss" else 1
+        for b in sizes:
+            values = [r[key] for r in rows if r["norm"] == norm and r["batch_size"] == b]
+            if not values:
+                break
+            cells.append(f"{sum(values) / len(values):.{digits}f} "
+                         f"({max(values) - min(values):.{digits}f})")
+        if len(cells) == len(sizes):
+            lines.append(f"{label:<40}" + "".join(f"{c:>14}" for c in cells))
+    for norm, name in (("batch", "BN"), ("group", "GN")):
+        if all(b in WU_HE_TABLE2[norm] for b in sizes):
+            lines.append(f"{'Wu & He ' + name + ' error %, ImageNet':<40}"
+                         + "".join(f"{WU_HE_TABLE2[norm][b]:>14.1f}" for b in sizes))
+    return "\n".join(lines)
+
+
+def _main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.experiments",
+        description="BatchNorm vs GroupNorm across batch sizes on the digits (Wu & He 2018, "
+                    "Table 2): train, evaluate and print the error table.")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 16, 8, 4, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    rows = batch_size_grid(batch_sizes=args.batch_sizes, seeds=args.seeds,
+                           workers=args.workers, epochs=args.epochs)
+    print(grid_table(rows))
+
+
+if __name__ == "__main__":
+    _main()

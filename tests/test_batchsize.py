@@ -121,4 +121,77 @@ def test_batch_size_grid_rows_and_progress_on_stdout(capsys):
     assert "1/1" in out
     assert [(r["norm"], r["batch_size"], r["seed"]) for r in rows] == [("group", 32, 0)]
     assert set(rows[0]) == {"norm", "batch_size", "seed", "eval", "train_mode", "recomputed",
-                            "final_train_loss"}
+                            "final_train_loss", "seconds"}
+
+
+def test_backends_compute_the_same_function():
+    # helpers.norms against torch.nn: same weights, same outputs, in training and eval mode
+    x = torch.randn(6, 1, 8, 8)
+    for norm in ("batch", "group"):
+        ours = experiments.small_cnn(norm, seed=2, backend="helpers")
+        ref = experiments.small_cnn(norm, seed=2, backend="torch")
+        assert any(isinstance(m, (torch.nn.BatchNorm2d, torch.nn.GroupNorm)) for m in ref)
+        for mode in (True, False):
+            torch.testing.assert_close(ours.train(mode)(x), ref.train(mode)(x))
+    with pytest.raises(ValueError, match="backend"):
+        experiments.small_cnn("batch", backend="jax")
+
+
+def test_train_small_cnn_rejects_batch_of_one(data):
+    with pytest.raises(ValueError, match="at least 2"):
+        experiments.train_small_cnn("batch", 1, data=data)
+
+
+def test_training_restores_the_thread_count(data):
+    before = torch.get_num_threads()
+    experiments.train_small_cnn("group", 64, epochs=1, data=data)
+    assert torch.get_num_threads() == before
+
+
+def test_grid_in_worker_processes_matches_one_process(data):
+    kwargs = dict(norms=("batch",), batch_sizes=(64,), seeds=(0, 1), epochs=1, progress=False)
+    serial = experiments.batch_size_grid(workers=1, **kwargs)
+    parallel = experiments.batch_size_grid(workers=2, **kwargs)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    assert strip(serial) == strip(parallel)
+    assert [(r["seed"]) for r in parallel] == [0, 1]  # loop order, not completion order
+    with pytest.raises(ValueError, match="workers"):
+        experiments.batch_size_grid(workers=0)
+
+
+def test_grid_table_means_spreads_and_the_paper():
+    rows = [{"norm": "batch", "batch_size": b, "seed": s, "eval": e, "train_mode": 50.0,
+             "recomputed": 1.0, "final_train_loss": 0.5} for b, s, e in
+            [(32, 0, 2.0), (32, 1, 4.0), (2, 0, 30.0), (2, 1, 40.0)]]
+    table = experiments.grid_table(rows).splitlines()
+    assert "batch 32" in table[0] and "batch 2" in table[0] and "2 seeds" in table[0]
+    eval_row = next(line for line in table if "eval()" in line)
+    assert eval_row.split()[-4:] == ["3.0", "(2.0)", "35.0", "(10.0)"]
+    paper = next(line for line in table if "Wu & He BN" in line)
+    assert paper.split()[-2:] == ["23.6", "34.7"]  # Table 2 of the GroupNorm paper
+    assert not any(line.startswith("GN") for line in table)  # no GroupNorm rows were given
+
+
+def test_statistic_noise_by_hand_and_for_independent_values():
+    # one BatchNorm1d: the noise is the rms of (batch mean - mean) / std, computed by hand
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.BatchNorm1d(3))
+    x = torch.randn(8, 3) * torch.tensor([1.0, 5.0, 0.1]) + 7
+    (row,) = experiments.statistic_noise(model, x, batch_sizes=(4,))
+    xd = x.double()
+    means = torch.stack([xd[:4].mean(0), xd[4:].mean(0)])
+    expected = (((means - xd.mean(0)) / xd.std(0, unbiased=False)) ** 2).mean().sqrt()
+    assert row == {"layer": 0, "batch_size": 4, "values": 4, "noise": pytest.approx(float(expected))}
+    # many independent values: about 1 / sqrt(n)
+    big = torch.randn(4096, 3)
+    for r in experiments.statistic_noise(model, big, batch_sizes=(2, 8, 32)):
+        assert r["noise"] == pytest.approx(r["values"] ** -0.5, rel=0.1)
+    assert model.training  # left as it was
+    with pytest.raises(ValueError, match="no BatchNorm"):
+        experiments.statistic_noise(torch.nn.Sequential(torch.nn.Identity()), big)
+
+
+def test_statistic_noise_counts_positions():
+    model = experiments.small_cnn("batch", backend="torch")
+    rows = experiments.statistic_noise(model, torch.randn(64, 1, 8, 8), batch_sizes=(2,))
+    assert [r["values"] for r in rows] == experiments.values_per_statistic(2)
