@@ -73,7 +73,7 @@ __all__ = [
     "SyncBatchNorm", "convert_sync_batchnorm", "CommunicationLog", "payload_bytes",
     "free_port", "PortInUseError", "WorkerError", "launch", "make_case",
     "compare_sync_batch_norm", "check_sync_batch_norm", "per_shard_differences",
-    "DIFFERENCE_KEYS",
+    "DIFFERENCE_KEYS", "resnet50_layout", "check_merge",
 ]
 
 STATS_MODES = ("merged", "sumsq")
@@ -559,9 +559,37 @@ def _run(module: nn.Module, x: Tensor, dy: Tensor) -> dict[str, Tensor]:
             "running_var": module.running_var.clone()}
 
 
-def _sync_bn_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
+def _median_ms(fn: Callable, repeats: int = 30) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * sorted(times)[len(times) // 2]
+
+
+def _timings(case: dict, rank: int, world_size: int) -> dict[str, float]:
+    """Median milliseconds, on this rank, of one training step (forward and backward) of
+    the layer with and without synchronisation, and of one bare all_reduce of 2C numbers."""
+    x = torch.tensor_split(case["x"], world_size)[rank]
+    dy = torch.tensor_split(case["dy"], world_size)[rank]
+    c = x.shape[1]
+    synced = SyncBatchNorm(c, dtype=x.dtype)
+    singletons = [dist.new_group([r]) for r in range(world_size)]  # every rank creates every group
+    local = SyncBatchNorm(c, dtype=x.dtype, process_group=singletons[rank])  # no communication
+    both = torch.zeros(2 * c, dtype=x.dtype)
+    out = {"step_sync_ms": _median_ms(lambda: _run(synced, x, dy)),
+           "step_local_ms": _median_ms(lambda: _run(local, x, dy)),
+           "all_reduce_ms": _median_ms(lambda: dist.all_reduce(both))}
+    dist.barrier()
+    return out
+
+
+def _sync_bn_worker(rank: int, world_size: int, cases: list[dict], timing: bool = False) -> list[dict]:
     """Worker: for each case, this rank's shard through :class:`SyncBatchNorm`, plus the
-    bytes it communicated for that case."""
+    bytes it communicated for that case (and, with ``timing``, :func:`_timings`)."""
     out = []
     for case in cases:
         x, c = case["x"], case["x"].shape[1]
@@ -572,6 +600,8 @@ def _sync_bn_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]
                       torch.tensor_split(case["dy"], world_size)[rank])
         result["bytes"] = {"all_gather": LOG.bytes("all_gather"),
                            "all_reduce": LOG.bytes("all_reduce"), "calls": len(LOG.calls)}
+        if timing:
+            result["timing"] = _timings(case, rank, world_size)
         out.append(result)
     return out
 
@@ -643,26 +673,31 @@ def per_shard_differences(case: dict, world_size: int = 2) -> dict[str, float]:
     return _differences(parts, _reference(case))
 
 
-def compare_sync_batch_norm(cases: Sequence[dict], world_size: int = 2, *,
+def compare_sync_batch_norm(cases: Sequence[dict], world_size: int = 2, *, timing: bool = False,
                             port: int | None = None, timeout: float = 60.0) -> list[dict]:
     """Run every case of ``cases`` (from :func:`make_case`) through :class:`SyncBatchNorm` on
     ``world_size`` processes (one launch for all of them) and compare with BatchNorm over
     the whole batch. Per case: ``{"sync": differences, "per_shard": differences of
     unsynchronised BN, "bytes": payload per rank of the forward all_gather / all_reduce and
-    the backward all_reduce, measured on rank 0}``."""
+    the backward all_reduce, measured on rank 0}``; with ``timing``, also ``"timing"``:
+    rank 0's median milliseconds per training step of the layer synchronised and not, and
+    of one bare all_reduce of :math:`2C` numbers (machine-dependent)."""
     if not cases:
         raise ValueError("compare_sync_batch_norm needs at least one case")
     for case in cases:
         if case["x"].shape[0] < world_size:
             raise ValueError(f"a batch of {case['x'].shape[0]} cannot be split over "
                              f"{world_size} ranks with at least one sample each")
-    per_rank = launch(_sync_bn_worker, world_size, (list(cases),), port=port, timeout=timeout)
+    per_rank = launch(_sync_bn_worker, world_size, (list(cases), timing), port=port,
+                      timeout=timeout)
     out = []
     for i, case in enumerate(cases):
         parts = [rank_results[i] for rank_results in per_rank]
         out.append({"sync": _differences(parts, _reference(case)),
                     "per_shard": per_shard_differences(case, world_size),
                     "bytes": parts[0]["bytes"]})
+        if timing:
+            out[-1]["timing"] = parts[0]["timing"]
     return out
 
 
@@ -676,3 +711,68 @@ def check_sync_batch_norm(world_size: int = 2, seed: int = 0, *, stats: str = "m
     ``running_var`` (worst rank); all at rounding level in float64."""
     case = make_case(seed, dtype=dtype, shift=shift, stats=stats)
     return compare_sync_batch_norm([case], world_size, port=port, timeout=timeout)[0]["sync"]
+
+
+# --------------------------------------------------------------------------------------
+# cost accounting for a real network, and an exercise checker
+# --------------------------------------------------------------------------------------
+def resnet50_layout() -> dict[str, Any]:
+    """The BatchNorm layers of torchvision's ResNet-50, written out from its architecture
+    (stem 7x7 conv; stages of 3, 4, 6, 3 bottlenecks of widths 64, 128, 256, 512, each
+    1x1 -> 3x3 -> 1x1 (x4) with a BatchNorm after every conv, and a 1x1 projection with its
+    BatchNorm in each stage's first block; a 2048 -> 1000 classifier). Returns
+    ``{"bn_channels": [C of each BatchNorm], "parameters": total parameter count}``; the
+    count is checked in the tests against torchvision's published 25,557,032."""
+    bn, params = [64], 7 * 7 * 3 * 64 + 2 * 64
+    in_ch = 64
+    for width, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3)):
+        for b in range(blocks):
+            convs = [(in_ch, width, 1), (width, width, 3), (width, 4 * width, 1)]
+            if b == 0:
+                convs.append((in_ch, 4 * width, 1))  # projection shortcut
+            for cin, cout, k in convs:
+                params += cin * cout * k * k + 2 * cout  # conv (no bias) + BatchNorm gamma, beta
+                bn.append(cout)
+            in_ch = 4 * width
+    params += 2048 * 1000 + 1000
+    return {"bn_channels": bn, "parameters": params}
+
+
+def check_merge(fn: Callable) -> bool:
+    r"""Exercise checker for a function ``fn(counts, means, m2s) -> (N, mean, M2)`` that
+    merges per-shard moments (``counts`` (W,), ``means`` and ``m2s`` (W, C)). Compares with
+    ``torch.var_mean`` over the concatenated shards (uneven sizes, shifted data) and names
+    the usual mistakes; prints the verdict and returns whether it passed."""
+    torch.manual_seed(0)
+    sizes = (7, 2, 4)
+    shards = [torch.randn(n, 3, dtype=torch.float64) * 2 + 5 * k for k, n in enumerate(sizes)]
+    parts = [local_moments(s) for s in shards]
+    counts, means, m2s = (torch.stack(t) for t in zip(*parts))
+    var, mu = torch.var_mean(torch.cat(shards), dim=0, correction=0)
+    try:
+        n, mean, m2 = fn(counts.clone(), means.clone(), m2s.clone())
+        n, mean, m2 = (torch.as_tensor(t, dtype=torch.float64) for t in (n, mean, m2))
+    except Exception as e:  # report, do not crash the notebook
+        print(f"your function raised {type(e).__name__}: {e}")
+        return False
+    if float(n) != sum(sizes):
+        print(f"N should be {sum(sizes)} (the sum of the counts), got {float(n):g}")
+        return False
+    if not torch.allclose(mean, mu, atol=1e-9):
+        if torch.allclose(mean, means.mean(0), atol=1e-9):
+            print("mean: you averaged the shard means without weighting them by their counts "
+                  f"(shards of {sizes} samples); weight each by n_k / N")
+        else:
+            print(f"mean is off by up to {float((mean - mu).abs().max()):.3g}")
+        return False
+    if not torch.allclose(m2, var * n, atol=1e-8):
+        if torch.allclose(m2, m2s.sum(0), atol=1e-8):
+            print("M2: you summed the shards' M2 but left out the between-shard term "
+                  "sum_k n_k (mean_k - mean)^2")
+        elif torch.allclose(m2 / n, var, atol=1e-8) or torch.allclose(m2, var, atol=1e-8):
+            print("M2 should be the sum of squared deviations (N times the biased variance)")
+        else:
+            print(f"M2 is off by up to {float((m2 - var * n).abs().max()):.3g}")
+        return False
+    print(f"correct: N = {int(n)}, mean and M2 match torch.var_mean on the concatenated shards")
+    return True

@@ -216,3 +216,20 @@ def test_vanishing_worker_and_timeout():
     with pytest.raises(TimeoutError, match="gave no result within 2 s"):
         D.launch(D._failing_worker, 2, (5,), timeout=2)  # no rank 5: both wait in all_reduce
     assert time.monotonic() - start < 30
+
+
+# ------------------------------------------------------------------ cost and exercises
+def test_resnet50_layout_matches_torchvision_count():
+    layout = D.resnet50_layout()
+    assert layout["parameters"] == 25_557_032  # torchvision's ResNet50_Weights num_params
+    assert len(layout["bn_channels"]) == 53 and layout["bn_channels"][-1] == 2048
+
+
+def test_check_merge_names_the_mistakes(capsys):
+    assert D.check_merge(D.merge_moments)
+    assert not D.check_merge(lambda c, m, q: (c.sum(), m.mean(0), q.sum(0)))
+    assert "without weighting" in capsys.readouterr().out
+    assert not D.check_merge(lambda c, m, q: (c.sum(), (c[:, None] * m).sum(0) / c.sum(), q.sum(0)))
+    assert "between-shard term" in capsys.readouterr().out
+    assert not D.check_merge(lambda c, m, q: 1 / 0)
+    assert "ZeroDivisionError" in capsys.readouterr().out
