@@ -353,12 +353,18 @@ class PortInUseError(OSError):
 
 
 class WorkerError(RuntimeError):
-    """A worker process failed; the message holds its rank, exception and traceback."""
+    """A worker process failed. The message names its rank and its exception's type and
+    message; ``worker_traceback`` (also attached as a note, so it prints under the parent's
+    traceback) holds the worker's own traceback and the tail of its output."""
 
-    def __init__(self, message: str, rank: int, exc_type: str | None = None):
+    def __init__(self, message: str, rank: int, exc_type: str | None = None,
+                 worker_traceback: str = ""):
         super().__init__(message)
         self.rank = rank
         self.exc_type = exc_type
+        self.worker_traceback = worker_traceback
+        if worker_traceback:
+            self.add_note(worker_traceback)
 
 
 def free_port() -> int:
@@ -475,13 +481,14 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence[Any] = (), *,
                     done[message[1]] = pickle.loads(message[2])
                     continue
                 _, rank, exc_type, text, tb, output = message
-                extra = f"\n--- its output ---\n{output}" if output.strip() else ""
                 exited = [f"rank {r} had exited with code {p.exitcode}"
                           for r, p in enumerate(procs) if r != rank and p.exitcode]
-                if exited:  # often the cause: a peer vanished mid-collective
-                    extra += "\n(" + "; ".join(exited) + ")"
-                raise WorkerError(f"rank {rank} of {world_size} raised {exc_type}: {text}\n"
-                                  f"--- worker traceback ---\n{tb}{extra}", rank, exc_type)
+                extra = f" ({'; '.join(exited)})" if exited else ""  # often the cause
+                note = f"--- traceback in rank {rank} ---\n{tb}"
+                if output.strip():
+                    note += f"--- output of rank {rank} ---\n{output}"
+                raise WorkerError(f"rank {rank} of {world_size} raised {exc_type}: {text}{extra}",
+                                  rank, exc_type, note)
             now = time.monotonic()
             for rank, p in enumerate(procs):
                 if rank not in done and p.exitcode is not None:
@@ -606,10 +613,17 @@ def _sync_bn_worker(rank: int, world_size: int, cases: list[dict], timing: bool 
     return out
 
 
-def _torch_sync_bn_worker(rank: int, world_size: int) -> list[float]:
-    """Worker: ``torch.nn.SyncBatchNorm`` on a CPU tensor in training (raises in torch)."""
-    layer = nn.SyncBatchNorm(3)
-    return layer(torch.randn(4, 3, 5)).sum().tolist()
+def _torch_sync_bn_worker(rank: int, world_size: int) -> float:
+    """Worker: every rank runs this module's :class:`SyncBatchNorm` on CPU (it works); then
+    the last rank tries ``torch.nn.SyncBatchNorm`` on CPU (torch raises ValueError) while
+    the others wait for it in an all_reduce that never completes."""
+    torch.manual_seed(rank)
+    SyncBatchNorm(3)(torch.randn(4, 3, 5))
+    if rank == world_size - 1:
+        nn.SyncBatchNorm(3)(torch.randn(4, 3, 5))
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return float(t)
 
 
 def _failing_worker(rank: int, world_size: int, failing_rank: int = 1) -> float:

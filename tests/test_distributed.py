@@ -205,6 +205,7 @@ def test_failing_worker_is_reraised_without_hanging():
                                             "purpose") as info:
         D.launch(D._failing_worker, 2, timeout=120)
     assert info.value.rank == 1 and info.value.exc_type == "RuntimeError"
+    assert "in _failing_worker" in info.value.worker_traceback  # the worker's own traceback
     # rank 0 sat in an all_reduce with a 120 s timeout; the parent did not wait for it
     assert time.monotonic() - start < 60
 
