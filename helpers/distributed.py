@@ -144,6 +144,7 @@ class CommunicationLog:
         self.calls: list[tuple[str, int, int]] = []
 
     def record(self, name: str, t: Tensor) -> None:
+        """Log one collective ``name`` sending tensor ``t``."""
         self.calls.append((name, t.numel(), t.element_size()))
 
     def bytes(self, name: str | None = None) -> int:
@@ -151,6 +152,7 @@ class CommunicationLog:
         return sum(n * size for op, n, size in self.calls if name is None or op == name)
 
     def clear(self) -> None:
+        """Forget the calls logged so far."""
         self.calls.clear()
 
 
