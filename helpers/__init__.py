@@ -9,6 +9,8 @@
   figure style (with a bundled CJK font), the figures, and the small experiments.
 - :mod:`helpers.display`: printing rounding-level numbers as bounds, so outputs reproduce.
 - :mod:`helpers.bench`: execute and time the notebooks.
+- :mod:`helpers.distributed`: synchronised BatchNorm on ``torch.distributed`` (gloo, CPU) and
+  a launcher for local worker processes (imported on its own: ``from helpers import distributed``).
 """
 
 from . import backward, checks, functional, norms
