@@ -8,7 +8,8 @@
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
 - :mod:`helpers.display`: printing rounding-level numbers as bounds, so outputs reproduce.
-- :mod:`helpers.bench`: execute and time the notebooks.
+- :mod:`helpers.bench`: execute and time the notebooks; :mod:`helpers.bench_norms`: time the
+  normalisation kernels against a copy (`make bench-norms`).
 """
 
 from . import backward, checks, functional, norms
