@@ -48,7 +48,7 @@ from . import functional as HF
 
 __all__ = ["FLOPS_PER_ELEMENT", "GROUPS", "OpTraffic", "Row", "tensor_bytes", "ideal_bytes",
            "bandwidth_gbs", "median", "time_calls", "traffic", "passes", "welford_moments",
-           "chan_merge", "naive_moments", "two_pass_moments", "tiled_layer_norm",
+           "chan_merge", "naive_moments", "two_pass_moments", "sequential_sum", "check_variance", "tiled_layer_norm",
            "tiled_rms_norm", "implementations", "measure", "format_table",
            "copy_bandwidth", "matmul_gflops", "roofline", "main"]
 
@@ -300,6 +300,41 @@ def welford_moments(x: Tensor, block: int = 1) -> tuple[Tensor, Tensor]:
             chunk_m2 = (chunk - chunk_mean.unsqueeze(-1)).square().sum(-1)
             n, mean, m2 = chan_merge(n, mean, m2, k, chunk_mean, chunk_m2)
     return mean, m2 / n
+
+
+def sequential_sum(x: Tensor, dtype: torch.dtype) -> Tensor:
+    r"""Sum over the last dim, left to right, with the running sum kept in ``dtype``:
+    :math:`s_k = \mathrm{round}_{\text{dtype}}(s_{k-1} + x_k)`. This is what a kernel that
+    accumulates in the storage type would compute; PyTorch's reductions over float16 and
+    bfloat16 accumulate in float32 instead. In float16, adding 1 to 2048 gives 2048 (2049
+    lies between two float16 numbers, 2048 and 2050, and rounds to the even one)."""
+    acc = torch.zeros(x.shape[:-1], dtype=dtype, device=x.device)
+    for k in range(x.shape[-1]):
+        acc = acc + x[..., k].to(dtype)
+    return acc
+
+
+def check_variance(fn: Callable[[Tensor], Tensor], shift: float = 1e3, tol: float = 2e-4) -> str:
+    """Exercise checker: ``fn(x)`` must return the biased variance over the last dim of a
+    float32 (rows, d) tensor, in float32, accurate to ``tol`` (relative) on data shifted by
+    ``shift``. Returns a verdict that names the failure (shape, dtype, unbiased divisor,
+    catastrophic cancellation) and raises nothing."""
+    gen = torch.Generator().manual_seed(1)
+    x = (shift + torch.randn(16, 1024, generator=gen, dtype=torch.float64)).float()
+    ref = x.double().var(-1, unbiased=False)
+    out = fn(x)
+    if not isinstance(out, Tensor) or out.shape != ref.shape:
+        got = list(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        return f"expected a tensor of shape {list(ref.shape)} (one variance per row), got {got}"
+    if out.dtype != torch.float32:
+        return f"compute in float32 (the point of the exercise), got {out.dtype}"
+    err = ((out.double() - ref).abs() / ref).max().item()
+    if err <= tol:
+        return f"correct: relative error {err:.0e} or less on data shifted by {shift:g}"
+    if abs(out.double().mean().item() / ref.mean().item() - 1024 / 1023) < 2e-4:
+        return "divides by n - 1: LayerNorm and BatchNorm normalise with the biased variance (1/n)"
+    return (f"relative error {err:.1e} on data shifted by {shift:g}: E[x^2] - E[x]^2 cancels; "
+            "subtract the mean first (two passes) or use Welford's update")
 
 
 # --------------------------------------------------------------------------------------

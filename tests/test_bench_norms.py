@@ -145,6 +145,28 @@ def test_welford_bad_input():
         B.welford_moments(torch.randn(2, 0))
 
 
+def test_sequential_sum_in_low_precision():
+    ones = torch.ones(3, 4096)
+    # float16 has 11 significant bits: 2048 + 1 rounds back to 2048; bfloat16 has 8: 256
+    assert B.sequential_sum(ones, torch.float16).tolist() == [2048.0] * 3
+    assert B.sequential_sum(ones, torch.bfloat16).tolist() == [256.0] * 3
+    assert B.sequential_sum(ones, torch.float32).tolist() == [4096.0] * 3
+    assert ones.half().sum(-1).tolist() == [4096.0] * 3  # torch accumulates in float32
+    tens = torch.full((1, 1024), 10.0)  # squares 100 each, their sum 102400 > 65504
+    assert B.sequential_sum(tens.square(), torch.float16).isinf().all()
+    torch.testing.assert_close(B.sequential_sum(tens, torch.float64),
+                               tens.double().sum(-1))
+
+
+def test_check_variance_names_the_mistake():
+    assert B.check_variance(lambda x: B.two_pass_moments(x)[1]).startswith("correct")
+    assert B.check_variance(lambda x: B.welford_moments(x)[1]).startswith("correct")
+    assert "cancels" in B.check_variance(lambda x: B.naive_moments(x)[1])
+    assert "n - 1" in B.check_variance(lambda x: x.var(-1, unbiased=True))
+    assert "float32" in B.check_variance(lambda x: x.double().var(-1, unbiased=False))
+    assert "shape" in B.check_variance(lambda x: x.var(unbiased=False))
+
+
 # --- tiled one-pass norms ----------------------------------------------------------------
 @pytest.mark.parametrize("tile_rows", [1, 7, 64, 1000])
 @pytest.mark.parametrize("welford", [False, True])
