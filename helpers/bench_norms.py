@@ -9,7 +9,8 @@ speed is set by how many bytes it moves. For each implementation the benchmark p
 
 - the **median** time of several repeats at a **fixed thread count** (the implementations
   are timed in turn, round after round, so a burst of load from other programs falls on all
-  of them alike);
+  of them alike); with one CPU thread the clock is the thread's CPU time, which leaves out
+  the time the machine gave to other programs (:func:`time_calls`);
 - its effective bandwidth, ``GB/s = (bytes of x read once + bytes of y written once) /
   time``, the same ideal byte count for every row, so GB/s is a speed, not a claim about
   what the kernel really moved;
@@ -47,7 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import functional as HF
 
 __all__ = ["FLOPS_PER_ELEMENT", "GROUPS", "OpTraffic", "Row", "tensor_bytes", "ideal_bytes",
-           "bandwidth_gbs", "median", "time_calls", "traffic", "passes", "welford_moments",
+           "bandwidth_gbs", "median", "time_calls", "default_clock", "CLOCKS", "traffic", "passes", "welford_moments",
            "chan_merge", "naive_moments", "two_pass_moments", "sequential_sum", "check_variance", "tiled_layer_norm",
            "tiled_rms_norm", "implementations", "measure", "format_table",
            "copy_bandwidth", "matmul_gflops", "roofline", "main"]
@@ -110,18 +111,31 @@ def _synchronize(device: torch.device) -> Callable[[], None]:
     return lambda: None
 
 
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
 def time_calls(fns: dict[str, Callable[[], object]], repeats: int = 15, warmup: int = 2,
-               device: str | torch.device = "cpu") -> dict[str, list[float]]:
-    """Wall-clock seconds of each zero-argument callable, ``repeats`` times each.
+               device: str | torch.device = "cpu", clock: str = "wall") -> dict[str, list[float]]:
+    """Seconds taken by each zero-argument callable, ``repeats`` times each.
 
     The callables are run in turn, round after round (not all repeats of one, then all of
     the next), so a slow spell of the machine hits all of them; ``warmup`` untimed rounds
-    come first. On a CUDA device the clock waits for the device (``torch.cuda.synchronize``)
-    before starting and before stopping.
+    come first. ``clock="wall"`` reads ``time.perf_counter`` (on a CUDA device after
+    ``torch.cuda.synchronize``, before starting and before stopping); ``clock="thread"``
+    reads ``time.thread_time``, the CPU time of the calling thread, which leaves out the
+    time the operating system gave to other programs: on a shared machine it measures the
+    kernel rather than the load, but it is only the kernel's time when torch runs on the
+    calling thread alone (``torch.set_num_threads(1)``) and the device is the CPU.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, "
                          f"warmup={warmup}")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+    if clock == "thread" and (torch.device(device).type != "cpu" or torch.get_num_threads() != 1):
+        raise ValueError("clock='thread' times only the calling thread: use it on the CPU with "
+                         "torch.set_num_threads(1), or use clock='wall'")
+    now = CLOCKS[clock]
     sync = _synchronize(torch.device(device))
     for _ in range(warmup):
         for fn in fns.values():
@@ -130,10 +144,10 @@ def time_calls(fns: dict[str, Callable[[], object]], repeats: int = 15, warmup: 
     for _ in range(repeats):
         for name, fn in fns.items():
             sync()
-            start = time.perf_counter()
+            start = now()
             fn()
             sync()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(now() - start)
     return times
 
 
@@ -469,12 +483,20 @@ def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Ca
     return impl
 
 
+def default_clock(device: str | torch.device = "cpu") -> str:
+    """``"thread"`` (CPU time of the calling thread) on the CPU with one torch thread, else
+    ``"wall"``: see :func:`time_calls`."""
+    one_cpu_thread = torch.device(device).type == "cpu" and torch.get_num_threads() == 1
+    return "thread" if one_cpu_thread else "wall"
+
+
 def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float32,
             device: str = "cpu", threads: int | None = 1, repeats: int = 15, warmup: int = 2,
-            compile: bool = False, seed: int = 0) -> list[Row]:
+            compile: bool = False, seed: int = 0, clock: str | None = None) -> list[Row]:
     """Time every implementation of :func:`implementations` on a ``rows x cols`` tensor of
     N(0, 1) values and return one :class:`Row` each (the copy first). ``threads`` fixes
-    torch's CPU thread count for the measurement (restored afterwards; ``None`` keeps it)."""
+    torch's CPU thread count for the measurement (restored afterwards; ``None`` keeps it).
+    ``clock=None`` picks :func:`default_clock`."""
     if rows < 2 or cols < GROUPS:
         raise ValueError(f"need at least 2 rows and {GROUPS} columns, got {rows} x {cols}")
     previous = torch.get_num_threads()
@@ -487,7 +509,7 @@ def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float
         x = torch.randn(rows, cols, generator=gen).to(device=device, dtype=dtype)
         impl = implementations(x, compile=compile)
         times = time_calls({name: fn for name, (_, fn) in impl.items()}, repeats=repeats,
-                           warmup=warmup, device=device)
+                           warmup=warmup, device=device, clock=clock or default_clock(device))
         nbytes = ideal_bytes(x.shape, dtype)
         copy_s = median(times["copy (x.clone())"])
         out = []
@@ -521,19 +543,20 @@ def format_table(rows: Sequence[Row], title: str = "") -> str:
 # --------------------------------------------------------------------------------------
 def copy_bandwidth(nbytes: int, repeats: int = 7, device: str = "cpu") -> float:
     """Median copy bandwidth in GB/s for a float32 tensor of about ``nbytes`` bytes
-    (``x.clone()``: ``2 * nbytes`` moved). Small tensors stay in cache, large ones reach
-    main memory, so the answer depends on ``nbytes``."""
+    (``x.clone()``: ``2 * nbytes`` moved), timed with :func:`default_clock`. Small tensors
+    stay in cache, large ones reach main memory, so the answer depends on ``nbytes``."""
     x = torch.ones(max(nbytes // 4, 1), device=device)
-    t = median(time_calls({"copy": x.clone}, repeats=repeats, warmup=1, device=device)["copy"])
+    t = median(time_calls({"copy": x.clone}, repeats=repeats, warmup=1, device=device,
+                          clock=default_clock(device))["copy"])
     return bandwidth_gbs(2 * x.numel() * 4, t)
 
 
 def matmul_gflops(n: int = 512, repeats: int = 7, device: str = "cpu") -> float:
     """Median float32 matrix-multiply throughput in GFLOP/s (``2 n^3`` FLOPs per ``n x n``
-    product): a practical compute ceiling."""
+    product, timed with :func:`default_clock`): a practical compute ceiling."""
     a = torch.ones(n, n, device=device)
-    t = median(time_calls({"mm": lambda: a @ a}, repeats=repeats, warmup=1,
-                          device=device)["mm"])
+    t = median(time_calls({"mm": lambda: a @ a}, repeats=repeats, warmup=1, device=device,
+                          clock=default_clock(device))["mm"])
     return 2 * n ** 3 / t / GB
 
 
@@ -585,8 +608,9 @@ def main(argv: list[str] | None = None) -> int:
     for device in _devices(args.device):
         rows = measure(args.rows, args.cols, dtype, device, threads=args.threads,
                        repeats=args.repeats, compile=args.compile)
-        where = (f"{device}: {torch.cuda.get_device_name()}" if device == "cuda"
-                 else f"cpu, {args.threads} thread(s)")
+        where = (f"{device}: {torch.cuda.get_device_name()}, wall clock" if device == "cuda"
+                 else f"cpu, {args.threads} thread(s), "
+                      f"{'thread CPU time' if args.threads == 1 else 'wall clock'}")
         title = (f"{args.rows} x {args.cols} {args.dtype}, {where}, median of {args.repeats}; "
                  f"GB/s = 2 x {tensor_bytes((args.rows, args.cols), dtype) / 2**20:.0f} MiB "
                  f"/ time")

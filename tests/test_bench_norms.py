@@ -50,6 +50,28 @@ def test_time_calls_runs_in_rounds():
     assert all(t >= 0 for v in times.values() for t in v)
     with pytest.raises(ValueError, match="repeats"):
         B.time_calls({"a": lambda: None}, repeats=0)
+    with pytest.raises(ValueError, match="clock"):
+        B.time_calls({"a": lambda: None}, clock="sundial")
+
+
+def test_thread_clock_leaves_out_sleeping():
+    import time
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert B.default_clock("cpu") == "thread"
+        wall = B.time_calls({"sleep": lambda: time.sleep(0.02)}, repeats=2, warmup=0)["sleep"]
+        cpu = B.time_calls({"sleep": lambda: time.sleep(0.02)}, repeats=2, warmup=0,
+                           clock="thread")["sleep"]
+        assert min(wall) >= 0.02 and max(cpu) < 0.01  # a sleeping thread uses no CPU time
+        torch.set_num_threads(2)
+        assert B.default_clock("cpu") == "wall"
+        with pytest.raises(ValueError, match="set_num_threads"):
+            B.time_calls({"a": lambda: None}, clock="thread")
+    finally:
+        torch.set_num_threads(previous)
+    assert B.default_clock("cuda") == "wall"
 
 
 # --- the traffic model ----------------------------------------------------------------
@@ -258,7 +280,7 @@ def test_ceilings_are_positive():
 def test_cli_tiny(capsys):
     assert B.main(["--rows", "8", "--cols", "32", "--repeats", "2", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "8 x 32 float32, cpu, 1 thread(s), median of 2" in out
+    assert "8 x 32 float32, cpu, 1 thread(s), thread CPU time, median of 2" in out
     assert "torch rms_norm" in out and "one pass, tiled rms_norm" in out
     assert out.count("RMSNorm time / LayerNorm time") == 3
     with pytest.raises(SystemExit):
