@@ -47,11 +47,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import functional as HF
 
-__all__ = ["FLOPS_PER_ELEMENT", "GROUPS", "OpTraffic", "Row", "tensor_bytes", "ideal_bytes",
-           "bandwidth_gbs", "median", "time_calls", "default_clock", "CLOCKS", "traffic", "passes", "welford_moments",
-           "chan_merge", "naive_moments", "two_pass_moments", "sequential_sum", "check_variance", "tiled_layer_norm",
-           "tiled_rms_norm", "implementations", "measure", "format_table",
-           "copy_bandwidth", "matmul_gflops", "roofline", "main"]
+__all__ = ["FLOPS_PER_ELEMENT", "GROUPS", "CLOCKS", "OpTraffic", "Row", "tensor_bytes",
+           "ideal_bytes", "bandwidth_gbs", "median", "time_calls", "default_clock", "traffic",
+           "passes", "naive_moments", "two_pass_moments", "chan_merge", "welford_moments",
+           "sequential_sum", "check_variance", "tiled_layer_norm", "tiled_rms_norm",
+           "implementations", "measure", "format_table", "copy_bandwidth", "matmul_gflops",
+           "roofline", "main"]
 
 #: Floating-point operations per element, the model used for arithmetic intensity (per-row
 #: or per-channel work such as a square root is negligible next to it):
@@ -476,8 +477,8 @@ def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Ca
     }
     if compile:
         ln = torch.compile(lambda t: F.layer_norm(t, (d,), w, b))
-        rms = torch.compile(lambda t: t * torch.rsqrt(t.square().mean(-1, keepdim=True)
-                                                      + torch.finfo(t.dtype).eps) * w)
+        eps = HF.rms_eps(x.dtype, None)
+        rms = torch.compile(lambda t: t * torch.rsqrt(t.square().mean(-1, keepdim=True) + eps) * w)
         impl["torch.compile layer_norm"] = ("layer_norm", lambda: ln(x))
         impl["torch.compile rms_norm"] = ("rms_norm", lambda: rms(x))
     return impl
@@ -515,10 +516,13 @@ def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float
         out = []
         for name, (kind, fn) in impl.items():
             t = median(times[name])
-            ops = traffic(fn)
-            full_size = traffic(fn, min_bytes=nbytes // 2)
+            if name.startswith("torch.compile"):  # one generated kernel the hook cannot see into
+                n_ops, n_passes = 0, float("nan")
+            else:
+                n_ops = len(traffic(fn))
+                n_passes = passes(traffic(fn, min_bytes=nbytes // 2), nbytes // 2)
             out.append(Row(name, kind, t, min(times[name]), bandwidth_gbs(nbytes, t), copy_s / t,
-                           passes(full_size, nbytes // 2), len(ops)))
+                           n_passes, n_ops))
         return out
     finally:
         torch.set_num_threads(previous)
@@ -534,7 +538,8 @@ def format_table(rows: Sequence[Row], title: str = "") -> str:
                  f"{'ops':>5}{'passes':>8}")
     for r in rows:
         lines.append(f"{r.name:<30}{r.seconds * 1e3:>10.2f}{r.min_seconds * 1e3:>8.2f}{r.gbs:>8.1f}"
-                     f"{r.fraction_of_copy:>8.2f}{r.ops:>5}{r.passes:>8.1f}")
+                     f"{r.fraction_of_copy:>8.2f}{r.ops or '-':>5}"
+                     f"{'-' if math.isnan(r.passes) else f'{r.passes:.1f}':>8}")
     return "\n".join(lines)
 
 
@@ -612,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
                  else f"cpu, {args.threads} thread(s), "
                       f"{'thread CPU time' if args.threads == 1 else 'wall clock'}")
         title = (f"{args.rows} x {args.cols} {args.dtype}, {where}, median of {args.repeats}; "
-                 f"GB/s = 2 x {tensor_bytes((args.rows, args.cols), dtype) / 2**20:.0f} MiB "
+                 f"GB/s = 2 x {tensor_bytes((args.rows, args.cols), dtype) / 2**20:.3g} MiB "
                  f"/ time")
         print(format_table(rows, title))
         seconds = {r.name: r.seconds for r in rows}

@@ -256,6 +256,8 @@ def test_measure_tiny():
         assert r.fraction_of_copy == pytest.approx(rows[0].seconds / r.seconds)
     text = B.format_table(rows, "title")
     assert text.splitlines()[0] == "title" and len(text.splitlines()) == len(rows) + 2
+    compiled = B.Row("torch.compile rms_norm", "rms_norm", 1e-3, 1e-3, 1.0, 0.5, float("nan"), 0)
+    assert B.format_table([compiled]).splitlines()[1].split()[-2:] == ["-", "-"]
     with pytest.raises(ValueError):
         B.measure(1, 64)
     with pytest.raises(ValueError, match="threads"):
