@@ -623,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = {r.name: r.seconds for r in rows}
         print("RMSNorm against LayerNorm, same implementation style (paper: 7% to 64% "
               "less time):")
-        for style in ("torch", "helpers", "one pass, tiled"):
+        for style in ("torch", "helpers", "one pass, tiled") + (("torch.compile",) if args.compile else ()):
             ratio = seconds[f"{style} rms_norm"] / seconds[f"{style} layer_norm"]
             print(f"  {style:<16} RMSNorm time / LayerNorm time = {ratio:5.2f}  "
                   f"({1 - ratio:+.0%} time saved)")
