@@ -8,13 +8,14 @@ STAMP := $(VENV)/.installed
 # pytest workers for `make test` (override: make test JOBS=1)
 JOBS ?= 2
 
-.PHONY: lab test test-fast bench execute flashcards check-python clean help
+.PHONY: lab test test-fast bench bench-norms execute flashcards check-python clean help
 
 help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
 	@echo "make test     run every test: helpers unit tests + strict nbval over all notebooks"
 	@echo "make bench    execute each notebook and print its wall time"
 	@echo "make execute  re-execute every notebook in place (after changing helpers/)"
+	@echo "make bench-norms  time the normalisation kernels against a copy (CPU, and GPU if present)"
 	@echo "make flashcards  write every lesson's interview questions as Anki CSV (build/flashcards/)"
 
 check-python:
@@ -42,6 +43,12 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m helpers.bench
+
+# the table of lesson 07 (THREADS, REPEATS: make bench-norms THREADS=2 REPEATS=31)
+THREADS ?= 1
+REPEATS ?= 21
+bench-norms: $(STAMP)
+	$(PY) -m helpers.bench_norms --threads $(THREADS) --repeats $(REPEATS)
 
 execute: $(STAMP)
 	$(PY) -m helpers.bench --execute-in-place

@@ -8,7 +8,9 @@
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
 - :mod:`helpers.display`: printing rounding-level numbers as bounds, so outputs reproduce.
-- :mod:`helpers.bench`: execute and time the notebooks.
+- :mod:`helpers.bench`: execute and time the notebooks; :mod:`helpers.bench_norms`: time the
+  normalisation kernels against a copy (`make bench-norms`).
+- :mod:`helpers.flashcards`: the interview questions as Anki flashcards (`make flashcards`).
 - :mod:`helpers.distributed`: synchronised BatchNorm on ``torch.distributed`` (gloo, CPU) and
   a launcher for local worker processes (imported on its own: ``from helpers import distributed``).
 """

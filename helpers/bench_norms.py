@@ -1,0 +1,635 @@
+r"""The cost of normalisation, measured: time each normalisation kernel on one tensor and
+compare its bandwidth with a plain copy (``make bench-norms``).
+
+A normalisation layer does a handful of floating-point operations per element (LayerNorm
+about 7, RMSNorm about 4, see :data:`FLOPS_PER_ELEMENT`) but must read every element and
+write every result: at least 8 bytes per float32 element. Its arithmetic intensity, about
+one FLOP per byte or less, is far below what a CPU or GPU needs to be compute-bound, so its
+speed is set by how many bytes it moves. For each implementation the benchmark prints
+
+- the **median** time of several repeats at a **fixed thread count** (the implementations
+  are timed in turn, round after round, so a burst of load from other programs falls on all
+  of them alike); with one CPU thread the clock is the thread's CPU time, which leaves out
+  the time the machine gave to other programs (:func:`time_calls`);
+- its effective bandwidth, ``GB/s = (bytes of x read once + bytes of y written once) /
+  time``, the same ideal byte count for every row, so GB/s is a speed, not a claim about
+  what the kernel really moved;
+- that bandwidth as a fraction of a plain copy's (the practical limit: a copy also reads x
+  once and writes y once, and does nothing else);
+- the bytes its ATen operations move if each one reads its inputs and writes its outputs in
+  full (:func:`traffic`), counted in passes over the tensor: an unfused implementation pays
+  for every intermediate tensor it writes and reads back.
+
+Usage::
+
+    python -m helpers.bench_norms                    # 4096 x 1024 float32, CPU, then CUDA if present
+    python -m helpers.bench_norms --threads 2 --repeats 31
+    python -m helpers.bench_norms --rows 64 --cols 32 --repeats 3   # a quick smoke test
+    python -m helpers.bench_norms --compile          # add torch.compile'd versions (slow to compile)
+
+Timings depend on the machine and on what else it runs; read them as one measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import functional as HF
+
+__all__ = ["FLOPS_PER_ELEMENT", "GROUPS", "CLOCKS", "OpTraffic", "Row", "tensor_bytes",
+           "ideal_bytes", "bandwidth_gbs", "median", "time_calls", "default_clock", "traffic",
+           "passes", "naive_moments", "two_pass_moments", "chan_merge", "welford_moments",
+           "sequential_sum", "check_variance", "tiled_layer_norm", "tiled_rms_norm",
+           "implementations", "measure", "format_table", "copy_bandwidth", "matmul_gflops",
+           "roofline", "main"]
+
+#: Floating-point operations per element, the model used for arithmetic intensity (per-row
+#: or per-channel work such as a square root is negligible next to it):
+#: LayerNorm 7 = 1 add (mean) + 1 sub (centre) + 2 (square, add: variance) + 1 mul (by
+#: 1/sigma) + 2 (gain, bias); RMSNorm 4 = 2 (square, add) + 1 mul (by 1/RMS) + 1 (gain);
+#: BatchNorm in training and GroupNorm as LayerNorm; BatchNorm in evaluation 2 (one
+#: multiply-add with the folded per-channel scale and shift); a copy 0.
+FLOPS_PER_ELEMENT = {"copy": 0, "layer_norm": 7, "rms_norm": 4, "batch_norm_train": 7,
+                     "batch_norm_eval": 2, "group_norm": 7}
+
+#: Number of groups for GroupNorm in the table (Wu & He 2018's default).
+GROUPS = 32
+
+GB = 1e9
+
+
+# --------------------------------------------------------------------------------------
+# bytes, bandwidth, medians
+# --------------------------------------------------------------------------------------
+def tensor_bytes(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> int:
+    """Bytes of a dense tensor: ``prod(shape) * itemsize`` (4 for float32, 2 for float16 and
+    bfloat16, 8 for float64)."""
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"a shape has non-negative sizes, got {shape}")
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+
+
+def ideal_bytes(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> int:
+    """The least a normalisation (or a copy) of a tensor of this shape can move: read the
+    input once and write the output once, ``2 * tensor_bytes(shape, dtype)`` (the per-feature
+    or per-channel parameters are negligible and not counted)."""
+    return 2 * tensor_bytes(shape, dtype)
+
+
+def bandwidth_gbs(nbytes: float, seconds: float) -> float:
+    """Effective bandwidth in GB/s (10**9 bytes per second): ``nbytes / seconds / 1e9``."""
+    if seconds <= 0 or not math.isfinite(seconds):
+        raise ValueError(f"a time must be a positive number of seconds, got {seconds}")
+    if nbytes < 0:
+        raise ValueError(f"a byte count cannot be negative, got {nbytes}")
+    return nbytes / seconds / GB
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (middle value, or the mean of the two middle values): robust to the few
+    runs that another program on the machine slows down."""
+    values = list(values)
+    if not values:
+        raise ValueError("the median of no values is undefined: time at least one repeat")
+    return statistics.median(values)
+
+
+def _synchronize(device: torch.device) -> Callable[[], None]:
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
+def time_calls(fns: dict[str, Callable[[], object]], repeats: int = 15, warmup: int = 2,
+               device: str | torch.device = "cpu", clock: str = "wall") -> dict[str, list[float]]:
+    """Seconds taken by each zero-argument callable, ``repeats`` times each.
+
+    The callables are run in turn, round after round (not all repeats of one, then all of
+    the next), so a slow spell of the machine hits all of them; ``warmup`` untimed rounds
+    come first. ``clock="wall"`` reads ``time.perf_counter`` (on a CUDA device after
+    ``torch.cuda.synchronize``, before starting and before stopping); ``clock="thread"``
+    reads ``time.thread_time``, the CPU time of the calling thread, which leaves out the
+    time the operating system gave to other programs: on a shared machine it measures the
+    kernel rather than the load, but it is only the kernel's time when torch runs on the
+    calling thread alone (``torch.set_num_threads(1)``) and the device is the CPU.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, "
+                         f"warmup={warmup}")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
+    if clock == "thread" and (torch.device(device).type != "cpu" or torch.get_num_threads() != 1):
+        raise ValueError("clock='thread' times only the calling thread: use it on the CPU with "
+                         "torch.set_num_threads(1), or use clock='wall'")
+    now = CLOCKS[clock]
+    sync = _synchronize(torch.device(device))
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            sync()
+            start = now()
+            fn()
+            sync()
+            times[name].append(now() - start)
+    return times
+
+
+# --------------------------------------------------------------------------------------
+# memory traffic of a call, operation by operation
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OpTraffic:
+    """One ATen operation and the bytes it reads and writes (if it touches each input and
+    output element once)."""
+    op: str
+    read: int
+    written: int
+
+
+_FREE = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+_NOT_READ = {"copy_", "fill_", "zero_", "normal_", "uniform_"}  # overwrite self, never read it
+
+
+def _touched(t: Tensor) -> int:
+    """Bytes of the distinct elements a tensor view addresses: an expanded (stride-0) dim
+    is counted once."""
+    return math.prod(s for s, st in zip(t.shape, t.stride()) if st != 0) * t.element_size()
+
+
+def _tensors(obj) -> list[Tensor]:
+    if isinstance(obj, Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    return []
+
+
+class _Traffic(TorchDispatchMode):
+    def __init__(self, min_bytes: int = 0):
+        super().__init__()
+        self.ops: list[OpTraffic] = []
+        self.min_bytes = min_bytes
+
+    def _bytes(self, tensors: list[Tensor]) -> int:
+        return sum(_touched(t) for t in tensors
+                   if t.untyped_storage().nbytes() >= self.min_bytes)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        if func.is_view or name in _FREE:
+            return out  # a view or an uninitialised allocation moves no data
+        read = 0
+        schema_args = func._schema.arguments
+        values = dict(zip((a.name for a in schema_args), args))
+        values.update(kwargs)
+        for a in schema_args:
+            written_only = a.alias_info is not None and a.alias_info.is_write and (
+                a.name == "out" or name in _NOT_READ)
+            if a.name in values and not written_only:
+                read += self._bytes(_tensors(values[a.name]))
+        written = self._bytes(_tensors(out))
+        self.ops.append(OpTraffic(name, read, written))
+        return out
+
+
+def traffic(fn: Callable[..., object], *args, min_bytes: int = 0, **kwargs) -> list[OpTraffic]:
+    """Run ``fn(*args, **kwargs)`` and list the ATen operations it dispatches, each with
+    the bytes it reads and writes under the model "every operation reads each of its inputs
+    and writes each of its outputs once, from and to memory". Views and uninitialised
+    allocations are free; an expanded (broadcast) input counts its distinct elements.
+
+    ``min_bytes`` counts only tensors whose storage holds at least that many bytes: with
+    the size of the normalised tensor, only full-size tensors count, and small ones
+    (per-row statistics, parameters, the intermediates of a cache-sized tile) are taken to
+    stay in cache.
+
+    The model is exact at the boundaries between operations (an intermediate tensor is
+    written by one operation and read back by the next) and blind inside one: a fused kernel
+    counts one read of x and one write of y, whatever it does with data it keeps in cache.
+    """
+    if min_bytes < 0:
+        raise ValueError(f"min_bytes cannot be negative, got {min_bytes}")
+    mode = _Traffic(min_bytes)
+    with mode:
+        fn(*args, **kwargs)
+    return mode.ops
+
+
+def passes(ops: Sequence[OpTraffic], nbytes: int) -> float:
+    """Total bytes read and written by ``ops``, in units of ``nbytes`` (the tensor's size):
+    a copy makes 2 passes (one read, one write)."""
+    if nbytes <= 0:
+        raise ValueError(f"the tensor size must be positive, got {nbytes} bytes")
+    return sum(o.read + o.written for o in ops) / nbytes
+
+
+# --------------------------------------------------------------------------------------
+# three ways to compute a variance
+# --------------------------------------------------------------------------------------
+def naive_moments(x: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Mean and biased variance over the last dim from one pass of sums:
+    :math:`\sigma^2 = \overline{x^2} - \bar x^2`. Cancels catastrophically when
+    :math:`|\bar x| \gg \sigma` (the two terms agree in all their leading digits)."""
+    mean = x.mean(-1)
+    return mean, x.square().mean(-1) - mean.square()
+
+
+def two_pass_moments(x: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Mean and biased variance over the last dim in two passes: the mean first, then
+    :math:`\sigma^2 = \overline{(x - \bar x)^2}` (``helpers.functional``'s method)."""
+    mean = x.mean(-1, keepdim=True)
+    return mean.squeeze(-1), (x - mean).square().mean(-1)
+
+
+def chan_merge(n_a: float, mean_a: Tensor, m2_a: Tensor, n_b: float, mean_b: Tensor,
+               m2_b: Tensor) -> tuple[float, Tensor, Tensor]:
+    r"""Combine the statistics of two disjoint sets (Chan, Golub & LeVeque 1979):
+
+    .. math:: n = n_a + n_b,\quad \delta = \bar x_b - \bar x_a,\quad
+              \bar x = \bar x_a + \delta\,\frac{n_b}{n},\quad
+              M_2 = M_{2,a} + M_{2,b} + \delta^2\,\frac{n_a n_b}{n}
+
+    where :math:`M_2 = \sum (x - \bar x)^2` (the variance times the count). With
+    :math:`n_b = 1` this is Welford's (1962) one-value update."""
+    n = n_a + n_b
+    if n <= 0:
+        raise ValueError(f"merging two empty sets: n_a={n_a}, n_b={n_b}")
+    delta = mean_b - mean_a
+    mean = mean_a + delta * (n_b / n)
+    m2 = m2_a + m2_b + delta.square() * (n_a * n_b / n)
+    return n, mean, m2
+
+
+def welford_moments(x: Tensor, block: int = 1) -> tuple[Tensor, Tensor]:
+    r"""Mean and biased variance over the last dim in **one pass** over the data, in the
+    input's dtype, streaming ``block`` values at a time:
+
+    - ``block=1``: Welford's update for each new value :math:`x_k`,
+      :math:`\delta = x_k - \bar x_{k-1}`, :math:`\bar x_k = \bar x_{k-1} + \delta / k`,
+      :math:`M_{2,k} = M_{2,k-1} + \delta\,(x_k - \bar x_k)`;
+    - ``block=b``: the mean and :math:`M_2` of each block of b values, merged into the
+      running statistics with :func:`chan_merge` (what vectorised kernels do: each SIMD
+      lane or thread keeps its own statistics and they are merged at the end).
+
+    Returns ``(mean, M2 / n)``. Never forms :math:`\overline{x^2}`, so it does not cancel
+    like :func:`naive_moments`.
+    """
+    if block < 1:
+        raise ValueError(f"block must be a positive number of values, got {block}")
+    n_total = x.shape[-1]
+    if n_total == 0:
+        raise ValueError("the moments of an empty last dim are undefined")
+    zeros = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
+    n, mean, m2 = 0, zeros, zeros.clone()
+    for start in range(0, n_total, block):
+        chunk = x[..., start:start + block]
+        k = chunk.shape[-1]
+        if k == 1:  # Welford's update
+            value = chunk[..., 0]
+            n += 1
+            delta = value - mean
+            mean = mean + delta / n
+            m2 = m2 + delta * (value - mean)
+        else:
+            chunk_mean = chunk.mean(-1)
+            chunk_m2 = (chunk - chunk_mean.unsqueeze(-1)).square().sum(-1)
+            n, mean, m2 = chan_merge(n, mean, m2, k, chunk_mean, chunk_m2)
+    return mean, m2 / n
+
+
+def sequential_sum(x: Tensor, dtype: torch.dtype) -> Tensor:
+    r"""Sum over the last dim, left to right, with the running sum kept in ``dtype``:
+    :math:`s_k = \mathrm{round}_{\text{dtype}}(s_{k-1} + x_k)`. This is what a kernel that
+    accumulates in the storage type would compute; PyTorch's reductions over float16 and
+    bfloat16 accumulate in float32 instead. In float16, adding 1 to 2048 gives 2048 (2049
+    lies between two float16 numbers, 2048 and 2050, and rounds to the even one)."""
+    acc = torch.zeros(x.shape[:-1], dtype=dtype, device=x.device)
+    for k in range(x.shape[-1]):
+        acc = acc + x[..., k].to(dtype)
+    return acc
+
+
+def check_variance(fn: Callable[[Tensor], Tensor], shift: float = 1e3, tol: float = 2e-4) -> str:
+    """Exercise checker: ``fn(x)`` must return the biased variance over the last dim of a
+    float32 (rows, d) tensor, in float32, accurate to ``tol`` (relative) on data shifted by
+    ``shift``. Returns a verdict that names the failure (shape, dtype, unbiased divisor,
+    catastrophic cancellation) and raises nothing."""
+    gen = torch.Generator().manual_seed(1)
+    x = (shift + torch.randn(16, 1024, generator=gen, dtype=torch.float64)).float()
+    ref = x.double().var(-1, unbiased=False)
+    out = fn(x)
+    if not isinstance(out, Tensor) or out.shape != ref.shape:
+        got = list(out.shape) if isinstance(out, Tensor) else type(out).__name__
+        return f"expected a tensor of shape {list(ref.shape)} (one variance per row), got {got}"
+    if out.dtype != torch.float32:
+        return f"compute in float32 (the point of the exercise), got {out.dtype}"
+    err = ((out.double() - ref).abs() / ref).max().item()
+    if err <= tol:
+        return f"correct: relative error {err:.0e} or less on data shifted by {shift:g}"
+    if abs(out.double().mean().item() / ref.mean().item() - 1024 / 1023) < 2e-4:
+        return "divides by n - 1: LayerNorm and BatchNorm normalise with the biased variance (1/n)"
+    return (f"relative error {err:.1e} on data shifted by {shift:g}: E[x^2] - E[x]^2 cancels; "
+            "subtract the mean first (two passes) or use Welford's update")
+
+
+# --------------------------------------------------------------------------------------
+# a single pass over memory, emulated: one tile of rows at a time, kept in cache
+# --------------------------------------------------------------------------------------
+def _check_2d(name: str, x: Tensor, tile_rows: int) -> None:
+    if x.dim() != 2:
+        raise ValueError(f"{name} expects a 2-D (tokens, features) input, got size "
+                         f"{list(x.shape)}; reshape to (-1, features) first")
+    if tile_rows < 1:
+        raise ValueError(f"tile_rows must be a positive number of rows, got {tile_rows}")
+
+
+def tiled_layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None,
+                     eps: float = 1e-5, tile_rows: int = 64, welford: bool = False) -> Tensor:
+    r"""LayerNorm over the last dim of a 2-D input, a tile of ``tile_rows`` rows at a time:
+
+    .. math:: y_{\text{tile}} = (x_{\text{tile}} - \mu)\,\frac{1}{\sqrt{\sigma^2+\epsilon}}
+              \odot\gamma + \beta
+
+    Each tile is loaded once (64 rows of 1024 float32 values is 256 KiB), its few
+    operations run on the loaded copy while it stays in cache, and the result is stored
+    once: x is read from memory once and y written once, the access pattern of a fused
+    kernel, built from ordinary operations. The statistics of a tile come
+    from two passes over the cached tile (mean, then the norm of the centred tile), or, with
+    ``welford``, from ``torch.var_mean``, a one-pass Welford reduction.
+    """
+    _check_2d("tiled_layer_norm", x, tile_rows)
+    d = x.shape[-1]
+    out = torch.empty_like(x)
+    for start in range(0, x.shape[0], tile_rows):
+        tile = x[start:start + tile_rows].clone()  # load the tile once
+        if welford:
+            var, mean = torch.var_mean(tile, dim=-1, correction=0, keepdim=True)
+            y = tile - mean
+        else:
+            y = tile - tile.mean(-1, keepdim=True)
+            var = torch.linalg.vector_norm(y, dim=-1, keepdim=True).square_().div_(d)
+        y.mul_(torch.rsqrt(var + eps))
+        if weight is not None:
+            y.mul_(weight)
+        if bias is not None:
+            y.add_(bias)
+        out[start:start + tile_rows] = y  # store once
+    return out
+
+
+def tiled_rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None,
+                   tile_rows: int = 64) -> Tensor:
+    r"""RMSNorm over the last dim of a 2-D input, a tile of rows at a time (as
+    :func:`tiled_layer_norm`):
+
+    .. math:: y_{\text{tile}} = x_{\text{tile}}\,\frac{1}{\sqrt{\|x\|_2^2/d+\epsilon}}\odot g
+
+    with the sum of squares from ``torch.linalg.vector_norm`` (one pass over the cached
+    tile) and PyTorch's
+    ``eps=None`` rule (float32's machine epsilon for float32 input).
+    """
+    _check_2d("tiled_rms_norm", x, tile_rows)
+    eps = HF.rms_eps(x.dtype, eps)
+    d = x.shape[-1]
+    out = torch.empty_like(x)
+    for start in range(0, x.shape[0], tile_rows):
+        tile = x[start:start + tile_rows].clone()  # load the tile once
+        ms = torch.linalg.vector_norm(tile, dim=-1, keepdim=True).square_().div_(d)
+        y = tile * torch.rsqrt(ms + eps)
+        if weight is not None:
+            y.mul_(weight)
+        out[start:start + tile_rows] = y  # store once
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# the table
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: an implementation, its median time and what follows."""
+    name: str
+    kind: str  # a key of FLOPS_PER_ELEMENT
+    seconds: float  # median
+    min_seconds: float  # fastest repeat: the least disturbed by other programs
+    gbs: float
+    fraction_of_copy: float
+    passes: float  # bytes moved to and from full-size tensors / the tensor's bytes
+    ops: int  # ATen operations dispatched
+
+
+def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Callable[[], Tensor]]]:
+    """The implementations in the table, each as ``name -> (kind, zero-argument callable)``
+    normalising the 2-D (tokens or samples, features or channels) tensor ``x``.
+
+    LayerNorm and RMSNorm normalise each row over its features; BatchNorm normalises each
+    column (channel) over the rows, in training mode (batch statistics) and in evaluation
+    mode (running statistics); GroupNorm treats the rows as samples and splits the features
+    into :data:`GROUPS` groups. Parameters are random (not 1 and 0) so no work is skipped.
+    With ``compile``, two ``torch.compile``'d versions are added (the first call compiles:
+    seconds on a GPU machine, minutes on a small CPU).
+    """
+    if x.dim() != 2 or x.shape[1] % GROUPS:
+        raise ValueError(f"need a 2-D input whose second size divides into {GROUPS} groups, "
+                         f"got size {list(x.shape)}")
+    d = x.shape[1]
+    g = torch.Generator(device="cpu").manual_seed(0)
+    w = (torch.rand(d, generator=g) + 0.5).to(x)
+    b = (torch.rand(d, generator=g) - 0.5).to(x)
+    running_mean, running_var = torch.zeros(d).to(x), torch.ones(d).to(x)
+    impl = {
+        "copy (x.clone())": ("copy", lambda: x.clone()),
+        "torch layer_norm": ("layer_norm", lambda: F.layer_norm(x, (d,), w, b)),
+        "torch rms_norm": ("rms_norm", lambda: F.rms_norm(x, (d,), w)),
+        "torch batch_norm, train": ("batch_norm_train", lambda: F.batch_norm(
+            x, running_mean, running_var, w, b, training=True)),
+        "torch batch_norm, eval": ("batch_norm_eval", lambda: F.batch_norm(
+            x, running_mean, running_var, w, b, training=False)),
+        f"torch group_norm, G={GROUPS}": ("group_norm", lambda: F.group_norm(x, GROUPS, w, b)),
+        "helpers layer_norm": ("layer_norm", lambda: HF.layer_norm(x, (d,), w, b)),
+        "helpers rms_norm": ("rms_norm", lambda: HF.rms_norm(x, (d,), w)),
+        "helpers batch_norm, train": ("batch_norm_train", lambda: HF.batch_norm(
+            x, None, None, w, b, training=True)),
+        f"helpers group_norm, G={GROUPS}": ("group_norm", lambda: HF.group_norm(x, GROUPS, w, b)),
+        "one pass, tiled layer_norm": ("layer_norm", lambda: tiled_layer_norm(x, w, b)),
+        "one pass, tiled, Welford": ("layer_norm", lambda: tiled_layer_norm(x, w, b, welford=True)),
+        "one pass, tiled rms_norm": ("rms_norm", lambda: tiled_rms_norm(x, w)),
+    }
+    if compile:
+        ln = torch.compile(lambda t: F.layer_norm(t, (d,), w, b))
+        eps = HF.rms_eps(x.dtype, None)
+        rms = torch.compile(lambda t: t * torch.rsqrt(t.square().mean(-1, keepdim=True) + eps) * w)
+        impl["torch.compile layer_norm"] = ("layer_norm", lambda: ln(x))
+        impl["torch.compile rms_norm"] = ("rms_norm", lambda: rms(x))
+    return impl
+
+
+def default_clock(device: str | torch.device = "cpu") -> str:
+    """``"thread"`` (CPU time of the calling thread) on the CPU with one torch thread, else
+    ``"wall"``: see :func:`time_calls`."""
+    one_cpu_thread = torch.device(device).type == "cpu" and torch.get_num_threads() == 1
+    return "thread" if one_cpu_thread else "wall"
+
+
+def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float32,
+            device: str = "cpu", threads: int | None = 1, repeats: int = 15, warmup: int = 2,
+            compile: bool = False, seed: int = 0, clock: str | None = None) -> list[Row]:
+    """Time every implementation of :func:`implementations` on a ``rows x cols`` tensor of
+    N(0, 1) values and return one :class:`Row` each (the copy first). ``threads`` fixes
+    torch's CPU thread count for the measurement (restored afterwards; ``None`` keeps it).
+    ``clock=None`` picks :func:`default_clock`."""
+    if rows < 2 or cols < GROUPS:
+        raise ValueError(f"need at least 2 rows and {GROUPS} columns, got {rows} x {cols}")
+    previous = torch.get_num_threads()
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be positive, got {threads}")
+        torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        x = torch.randn(rows, cols, generator=gen).to(device=device, dtype=dtype)
+        impl = implementations(x, compile=compile)
+        times = time_calls({name: fn for name, (_, fn) in impl.items()}, repeats=repeats,
+                           warmup=warmup, device=device, clock=clock or default_clock(device))
+        nbytes = ideal_bytes(x.shape, dtype)
+        copy_s = median(times["copy (x.clone())"])
+        out = []
+        for name, (kind, fn) in impl.items():
+            t = median(times[name])
+            if name.startswith("torch.compile"):  # one generated kernel the hook cannot see into
+                n_ops, n_passes = 0, float("nan")
+            else:
+                n_ops = len(traffic(fn))
+                n_passes = passes(traffic(fn, min_bytes=nbytes // 2), nbytes // 2)
+            out.append(Row(name, kind, t, min(times[name]), bandwidth_gbs(nbytes, t), copy_s / t,
+                           n_passes, n_ops))
+        return out
+    finally:
+        torch.set_num_threads(previous)
+
+
+def format_table(rows: Sequence[Row], title: str = "") -> str:
+    """The rows as a fixed-width text table: median and fastest time, GB/s (from the
+    median), fraction of the copy's
+    bandwidth, ATen operations dispatched, and passes over full-size tensors (bytes read and
+    written to tensors as large as the input, over the input's size; :func:`traffic`)."""
+    lines = [title] if title else []
+    lines.append(f"{'implementation':<30}{'median ms':>10}{'min ms':>8}{'GB/s':>8}{'x copy':>8}"
+                 f"{'ops':>5}{'passes':>8}")
+    for r in rows:
+        lines.append(f"{r.name:<30}{r.seconds * 1e3:>10.2f}{r.min_seconds * 1e3:>8.2f}{r.gbs:>8.1f}"
+                     f"{r.fraction_of_copy:>8.2f}{r.ops or '-':>5}"
+                     f"{'-' if math.isnan(r.passes) else f'{r.passes:.1f}':>8}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# the machine's two ceilings, for a roofline
+# --------------------------------------------------------------------------------------
+def copy_bandwidth(nbytes: int, repeats: int = 7, device: str = "cpu") -> float:
+    """Median copy bandwidth in GB/s for a float32 tensor of about ``nbytes`` bytes
+    (``x.clone()``: ``2 * nbytes`` moved), timed with :func:`default_clock`. Small tensors
+    stay in cache, large ones reach main memory, so the answer depends on ``nbytes``."""
+    x = torch.ones(max(nbytes // 4, 1), device=device)
+    t = median(time_calls({"copy": x.clone}, repeats=repeats, warmup=1, device=device,
+                          clock=default_clock(device))["copy"])
+    return bandwidth_gbs(2 * x.numel() * 4, t)
+
+
+def matmul_gflops(n: int = 512, repeats: int = 7, device: str = "cpu") -> float:
+    """Median float32 matrix-multiply throughput in GFLOP/s (``2 n^3`` FLOPs per ``n x n``
+    product, timed with :func:`default_clock`): a practical compute ceiling."""
+    a = torch.ones(n, n, device=device)
+    t = median(time_calls({"mm": lambda: a @ a}, repeats=repeats, warmup=1, device=device,
+                          clock=default_clock(device))["mm"])
+    return 2 * n ** 3 / t / GB
+
+
+def roofline(intensity, peak_gflops: float, bandwidth: float):
+    r"""Attainable GFLOP/s at arithmetic intensity ``intensity`` (FLOP per byte):
+    :math:`\min(\text{peak},\ \text{intensity} \times \text{bandwidth})` (Williams,
+    Waterman & Patterson 2009). Accepts a number or a sequence; the ridge point, where the
+    two meet, is ``peak_gflops / bandwidth``."""
+    if peak_gflops <= 0 or bandwidth <= 0:
+        raise ValueError(f"peak and bandwidth must be positive, got {peak_gflops}, {bandwidth}")
+    if isinstance(intensity, (int, float)):
+        if intensity < 0:
+            raise ValueError(f"an arithmetic intensity cannot be negative, got {intensity}")
+        return min(peak_gflops, intensity * bandwidth)
+    return [roofline(float(i), peak_gflops, bandwidth) for i in intensity]
+
+
+# --------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------
+def _devices(choice: str) -> list[str]:
+    if choice == "all":
+        return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available here")
+    return [choice]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=4096, help="tokens (default 4096)")
+    parser.add_argument("--cols", type=int, default=1024,
+                        help=f"features, a multiple of {GROUPS} (default 1024)")
+    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    parser.add_argument("--device", choices=["all", "cpu", "cuda"], default="all",
+                        help="all = CPU, then CUDA when a device is present (default)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads during the timing (default 1)")
+    parser.add_argument("--repeats", type=int, default=21, help="timed rounds (default 21)")
+    parser.add_argument("--compile", action="store_true",
+                        help="add torch.compile'd LayerNorm and RMSNorm (compiling takes a while)")
+    args = parser.parse_args(argv)
+    if args.rows < 2 or args.cols < GROUPS or args.cols % GROUPS:
+        parser.error(f"need --rows >= 2 and --cols a positive multiple of {GROUPS}")
+    if args.repeats < 1 or args.threads < 1:
+        parser.error("--repeats and --threads must be positive")
+    dtype = getattr(torch, args.dtype)
+    for device in _devices(args.device):
+        rows = measure(args.rows, args.cols, dtype, device, threads=args.threads,
+                       repeats=args.repeats, compile=args.compile)
+        where = (f"{device}: {torch.cuda.get_device_name()}, wall clock" if device == "cuda"
+                 else f"cpu, {args.threads} thread(s), "
+                      f"{'thread CPU time' if args.threads == 1 else 'wall clock'}")
+        title = (f"{args.rows} x {args.cols} {args.dtype}, {where}, median of {args.repeats}; "
+                 f"GB/s = 2 x {tensor_bytes((args.rows, args.cols), dtype) / 2**20:.3g} MiB "
+                 f"/ time")
+        print(format_table(rows, title))
+        seconds = {r.name: r.seconds for r in rows}
+        print("RMSNorm against LayerNorm, same implementation style (paper: 7% to 64% "
+              "less time):")
+        for style in ("torch", "helpers", "one pass, tiled") + (("torch.compile",) if args.compile else ()):
+            ratio = seconds[f"{style} rms_norm"] / seconds[f"{style} layer_norm"]
+            print(f"  {style:<16} RMSNorm time / LayerNorm time = {ratio:5.2f}  "
+                  f"({1 - ratio:+.0%} time saved)")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

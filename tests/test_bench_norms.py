@@ -1,0 +1,291 @@
+"""Tests for helpers.bench_norms: the byte counts, bandwidth arithmetic, traffic model,
+variance algorithms and tiled norms against hand-computed values, torch and float64
+references, and the command line on tiny sizes. No test depends on a measured time."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import bench_norms as B
+
+
+# --- bytes, bandwidth, median ---------------------------------------------------------
+def test_tensor_bytes_by_hand():
+    assert B.tensor_bytes((4096, 1024)) == 16 * 2**20  # 4 bytes per float32 value
+    assert B.tensor_bytes((4096, 1024), torch.float16) == 8 * 2**20
+    assert B.tensor_bytes((4096, 1024), torch.bfloat16) == 8 * 2**20
+    assert B.tensor_bytes((3, 5), torch.float64) == 120
+    assert B.tensor_bytes((0, 7)) == 0
+    assert B.ideal_bytes((4096, 1024)) == 32 * 2**20
+    with pytest.raises(ValueError, match="non-negative"):
+        B.tensor_bytes((2, -1))
+
+
+def test_bandwidth_arithmetic():
+    assert B.bandwidth_gbs(2e9, 1.0) == pytest.approx(2.0)
+    assert B.bandwidth_gbs(32 * 2**20, 3.3554432e-3) == pytest.approx(10.0)  # 33.55 MB in 3.36 ms
+    for bad in (0.0, -1e-3, float("inf")):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            B.bandwidth_gbs(1e6, bad)
+    with pytest.raises(ValueError, match="negative"):
+        B.bandwidth_gbs(-1, 1.0)
+
+
+def test_median():
+    assert B.median([3.0, 1.0, 2.0]) == 2.0
+    assert B.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    assert B.median([1.0, 1.0, 100.0]) == 1.0  # one disturbed run does not move it
+    with pytest.raises(ValueError, match="at least one"):
+        B.median([])
+
+
+def test_time_calls_runs_in_rounds():
+    order = []
+    times = B.time_calls({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                         repeats=3, warmup=1)
+    assert order == ["a", "b"] * 4  # one warm-up round, then 3 timed rounds, interleaved
+    assert [len(v) for v in times.values()] == [3, 3]
+    assert all(t >= 0 for v in times.values() for t in v)
+    with pytest.raises(ValueError, match="repeats"):
+        B.time_calls({"a": lambda: None}, repeats=0)
+    with pytest.raises(ValueError, match="clock"):
+        B.time_calls({"a": lambda: None}, clock="sundial")
+
+
+def test_thread_clock_leaves_out_sleeping():
+    import time
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert B.default_clock("cpu") == "thread"
+        wall = B.time_calls({"sleep": lambda: time.sleep(0.02)}, repeats=2, warmup=0)["sleep"]
+        cpu = B.time_calls({"sleep": lambda: time.sleep(0.02)}, repeats=2, warmup=0,
+                           clock="thread")["sleep"]
+        assert min(wall) >= 0.02 and max(cpu) < 0.01  # a sleeping thread uses no CPU time
+        torch.set_num_threads(2)
+        assert B.default_clock("cpu") == "wall"
+        with pytest.raises(ValueError, match="set_num_threads"):
+            B.time_calls({"a": lambda: None}, clock="thread")
+    finally:
+        torch.set_num_threads(previous)
+    assert B.default_clock("cuda") == "wall"
+
+
+# --- the traffic model ----------------------------------------------------------------
+def test_traffic_of_elementwise_ops_by_hand():
+    x = torch.randn(64, 32)
+    nbytes = 64 * 32 * 4
+    (op,) = B.traffic(lambda: x.clone())
+    assert (op.op, op.read, op.written) == ("clone", nbytes, nbytes)
+    (op,) = B.traffic(lambda: x * 2)
+    assert (op.read, op.written) == (nbytes, nbytes)
+    (op,) = B.traffic(lambda: x + x)  # the same tensor read twice counts twice
+    assert (op.read, op.written) == (2 * nbytes, nbytes)
+    (op,) = B.traffic(lambda: x.sum(-1))  # a reduction writes one value per row
+    assert (op.read, op.written) == (nbytes, 64 * 4)
+    assert B.passes(B.traffic(lambda: x.clone()), nbytes) == 2.0
+
+
+def test_traffic_views_inplace_out_and_broadcast():
+    x = torch.randn(64, 32)
+    nbytes = 64 * 32 * 4
+    assert B.traffic(lambda: x.view(32, 64).t()[0:3]) == []  # views move no data
+    y = torch.zeros(64, 32)
+    (op,) = B.traffic(lambda: y.add_(1.0))  # read and write y
+    assert (op.read, op.written) == (nbytes, nbytes)
+    (op,) = B.traffic(lambda: y.copy_(x))  # y is overwritten, not read
+    assert (op.read, op.written) == (nbytes, nbytes)
+    (op,) = B.traffic(lambda: torch.mul(x, 3.0, out=y))
+    assert (op.read, op.written) == (nbytes, nbytes)
+    w = torch.randn(32)
+    (op,) = B.traffic(lambda: x * w.expand(64, 32))  # 32 distinct weights, not 64 x 32
+    assert op.read == nbytes + 32 * 4
+    assert B.traffic(lambda: torch.empty_like(x)) == []
+    with pytest.raises(ValueError, match="positive"):
+        B.passes([], 0)
+
+
+def test_traffic_of_torch_norms_on_this_build():
+    x = torch.randn(256, 64)
+    w = torch.rand(64)
+    n = x.numel() * 4
+    ops = B.traffic(lambda: F.rms_norm(x, (64,), w), min_bytes=n)
+    # pow, mean, add_, rsqrt, mul, mul: pow R+W, mean R, x*rstd R+W, *w R+W = 7 full passes
+    assert [o.op for o in ops] == ["pow", "mean", "add_", "rsqrt", "mul", "mul"]
+    assert B.passes(ops, n) == pytest.approx(7.0)
+    ops = B.traffic(lambda: F.layer_norm(x, (64,), w, w))
+    assert [o.op for o in ops] == ["native_layer_norm"]
+    assert B.passes(B.traffic(lambda: F.layer_norm(x, (64,), w, w), min_bytes=n), n) == 2.0
+    with pytest.raises(ValueError, match="min_bytes"):
+        B.traffic(lambda: None, min_bytes=-1)
+
+
+# --- variance algorithms ----------------------------------------------------------------
+@pytest.mark.parametrize("block", [1, 7, 64, 100])
+def test_welford_matches_float64_reference(block):
+    x = torch.randn(5, 100, dtype=torch.float64) * 3 + 2
+    var, mean = torch.var_mean(x, dim=-1, correction=0)
+    m, v = B.welford_moments(x, block=block)
+    torch.testing.assert_close(m, mean)
+    torch.testing.assert_close(v, var)
+
+
+def test_variance_algorithms_on_shifted_float32_data():
+    torch.manual_seed(0)
+    x = (1e4 + torch.randn(8, 1024, dtype=torch.float64)).float()
+    ref = x.double().var(-1, unbiased=False)  # exact variance of the float32 values
+    errors = {}
+    for name, fn in [("naive", B.naive_moments), ("two-pass", B.two_pass_moments),
+                     ("welford", B.welford_moments)]:
+        _, var = fn(x)
+        assert var.dtype == torch.float32
+        errors[name] = ((var.double() - ref).abs() / ref).max().item()
+    assert errors["naive"] > 1.0  # catastrophic cancellation: no correct digit left
+    assert errors["two-pass"] < 1e-5 and errors["welford"] < 1e-2
+    torch.testing.assert_close(B.two_pass_moments(x)[1], x.var(-1, unbiased=False))
+
+
+def test_chan_merge_of_two_halves_is_the_whole():
+    x = torch.randn(3, 50, dtype=torch.float64)
+    a, b = x[:, :20], x[:, 20:]
+    n, mean, m2 = B.chan_merge(20, a.mean(-1), a.var(-1, unbiased=False) * 20,
+                               30, b.mean(-1), b.var(-1, unbiased=False) * 30)
+    assert n == 50
+    torch.testing.assert_close(mean, x.mean(-1))
+    torch.testing.assert_close(m2 / 50, x.var(-1, unbiased=False))
+    with pytest.raises(ValueError, match="empty"):
+        B.chan_merge(0, mean, m2, 0, mean, m2)
+
+
+def test_welford_bad_input():
+    with pytest.raises(ValueError, match="block"):
+        B.welford_moments(torch.randn(2, 3), block=0)
+    with pytest.raises(ValueError, match="empty"):
+        B.welford_moments(torch.randn(2, 0))
+
+
+def test_sequential_sum_in_low_precision():
+    ones = torch.ones(3, 4096)
+    # float16 has 11 significant bits: 2048 + 1 rounds back to 2048; bfloat16 has 8: 256
+    assert B.sequential_sum(ones, torch.float16).tolist() == [2048.0] * 3
+    assert B.sequential_sum(ones, torch.bfloat16).tolist() == [256.0] * 3
+    assert B.sequential_sum(ones, torch.float32).tolist() == [4096.0] * 3
+    assert ones.half().sum(-1).tolist() == [4096.0] * 3  # torch accumulates in float32
+    tens = torch.full((1, 1024), 10.0)  # squares 100 each, their sum 102400 > 65504
+    assert B.sequential_sum(tens.square(), torch.float16).isinf().all()
+    torch.testing.assert_close(B.sequential_sum(tens, torch.float64),
+                               tens.double().sum(-1))
+
+
+def test_check_variance_names_the_mistake():
+    assert B.check_variance(lambda x: B.two_pass_moments(x)[1]).startswith("correct")
+    assert B.check_variance(lambda x: B.welford_moments(x)[1]).startswith("correct")
+    assert "cancels" in B.check_variance(lambda x: B.naive_moments(x)[1])
+    assert "n - 1" in B.check_variance(lambda x: x.var(-1, unbiased=True))
+    assert "float32" in B.check_variance(lambda x: x.double().var(-1, unbiased=False))
+    assert "shape" in B.check_variance(lambda x: x.var(unbiased=False))
+
+
+# --- tiled one-pass norms ----------------------------------------------------------------
+@pytest.mark.parametrize("tile_rows", [1, 7, 64, 1000])
+@pytest.mark.parametrize("welford", [False, True])
+def test_tiled_layer_norm_matches_torch(tile_rows, welford):
+    x = torch.randn(50, 96) * 2 + 1
+    w, b = torch.rand(96) + 0.5, torch.randn(96)
+    torch.testing.assert_close(B.tiled_layer_norm(x, w, b, 1e-5, tile_rows, welford),
+                               F.layer_norm(x, (96,), w, b, 1e-5))
+    torch.testing.assert_close(B.tiled_layer_norm(x, tile_rows=tile_rows, welford=welford),
+                               F.layer_norm(x, (96,)))
+
+
+@pytest.mark.parametrize("tile_rows", [1, 13, 64])
+def test_tiled_rms_norm_matches_torch(tile_rows):
+    x = torch.randn(50, 96) * 2 + 1
+    w = torch.rand(96) + 0.5
+    torch.testing.assert_close(B.tiled_rms_norm(x, w, tile_rows=tile_rows),
+                               F.rms_norm(x, (96,), w))
+    tiny = x * 1e-4  # eps matters here, so its value and placement are checked
+    torch.testing.assert_close(B.tiled_rms_norm(tiny, None, 1e-6, tile_rows),
+                               F.rms_norm(tiny, (96,), eps=1e-6))
+
+
+def test_tiled_bad_input():
+    with pytest.raises(ValueError, match="2-D"):
+        B.tiled_layer_norm(torch.randn(2, 3, 4))
+    with pytest.raises(ValueError, match="tile_rows"):
+        B.tiled_rms_norm(torch.randn(2, 4), tile_rows=0)
+
+
+def test_tiled_norms_read_and_write_full_size_tensors_once():
+    x = torch.randn(256, 64)
+    n = x.numel() * 4
+    for fn in (lambda: B.tiled_layer_norm(x), lambda: B.tiled_rms_norm(x)):
+        assert B.passes(B.traffic(fn, min_bytes=n), n) == pytest.approx(2.0)
+
+
+# --- the table ----------------------------------------------------------------------------
+def test_implementations_agree_with_torch_of_the_same_kind():
+    x = torch.randn(16, 1024) * 2 + 0.5  # GroupNorm: 32 groups of 32 features
+    impl = B.implementations(x)
+    torch_out = {kind: fn() for name, (kind, fn) in impl.items() if name.startswith("torch")}
+    for name, (kind, fn) in impl.items():
+        if kind == "copy":
+            torch.testing.assert_close(fn(), x)
+        elif not name.startswith("torch"):
+            torch.testing.assert_close(fn(), torch_out[kind], msg=name)
+    with pytest.raises(ValueError, match="groups"):
+        B.implementations(torch.randn(8, 40))
+
+
+def test_measure_tiny():
+    before = torch.get_num_threads()
+    rows = B.measure(16, 64, repeats=2, warmup=0, threads=1)
+    assert torch.get_num_threads() == before
+    names = [r.name for r in rows]
+    assert names[0] == "copy (x.clone())" and len(set(names)) == len(names)
+    assert rows[0].fraction_of_copy == 1.0 and rows[0].passes == 2.0
+    by_name = {r.name: r for r in rows}
+    assert by_name["torch rms_norm"].passes == pytest.approx(7.0)
+    assert by_name["torch layer_norm"].ops == 1
+    for r in rows:
+        assert r.min_seconds <= r.seconds
+        assert r.gbs == pytest.approx(2 * 16 * 64 * 4 / r.seconds / 1e9)
+        assert r.fraction_of_copy == pytest.approx(rows[0].seconds / r.seconds)
+    text = B.format_table(rows, "title")
+    assert text.splitlines()[0] == "title" and len(text.splitlines()) == len(rows) + 2
+    compiled = B.Row("torch.compile rms_norm", "rms_norm", 1e-3, 1e-3, 1.0, 0.5, float("nan"), 0)
+    assert B.format_table([compiled]).splitlines()[1].split()[-2:] == ["-", "-"]
+    with pytest.raises(ValueError):
+        B.measure(1, 64)
+    with pytest.raises(ValueError, match="threads"):
+        B.measure(16, 64, threads=0)
+
+
+def test_roofline():
+    assert B.roofline(0.5, 100.0, 20.0) == 10.0  # memory-bound: 0.5 FLOP/B x 20 GB/s
+    assert B.roofline(50.0, 100.0, 20.0) == 100.0  # compute-bound
+    assert B.roofline([0.0, 5.0, 10.0], 100.0, 20.0) == [0.0, 100.0, 100.0]  # ridge at 5
+    with pytest.raises(ValueError):
+        B.roofline(1.0, 0.0, 20.0)
+    with pytest.raises(ValueError):
+        B.roofline(-1.0, 1.0, 1.0)
+
+
+def test_ceilings_are_positive():
+    assert B.copy_bandwidth(2**16, repeats=2) > 0
+    assert B.matmul_gflops(32, repeats=2) > 0
+
+
+def test_cli_tiny(capsys):
+    assert B.main(["--rows", "8", "--cols", "32", "--repeats", "2", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "8 x 32 float32, cpu, 1 thread(s), thread CPU time, median of 2" in out
+    assert "torch rms_norm" in out and "one pass, tiled rms_norm" in out
+    assert out.count("RMSNorm time / LayerNorm time") == 3
+    with pytest.raises(SystemExit):
+        B.main(["--cols", "33"])
+    with pytest.raises(SystemExit):
+        B.main(["--repeats", "0"])
