@@ -30,7 +30,7 @@ from . import norms as course_norms
 __all__ = ["NORM_POSITIONS", "make_norm", "CausalSelfAttention", "FeedForward", "Block",
            "TinyTransformer", "deepnorm_constants", "deepnorm_init", "layer_gradient_norms",
            "reversal_batch", "markov_tokens", "warmup_factor", "train_reversal",
-           "model_update"]
+           "model_update", "check_block_forward", "norm_input_rms"]
 
 NORM_POSITIONS = ("post", "pre", "deepnorm")
 
@@ -352,3 +352,78 @@ def model_update(model_0: nn.Module, model_t: nn.Module, x: Tensor) -> float:
     model_t.eval()
     with torch.no_grad():
         return float((model_t(x) - model_0(x)).pow(2).mean().sqrt())
+
+
+def _block_variants(block: Block, x: Tensor) -> dict[str, Tensor]:
+    """The outputs a block's parts give under each placement, and two common slips."""
+    a, f, n1, n2 = block.attn, block.ffn, block.norm1, block.norm2
+    y = n1(x + a(x))
+    post = n2(y + f(y))
+    y = x + a(n1(x))
+    pre = y + f(n2(y))
+    y = n1(a(x))
+    no_residual = n2(f(y))
+    y = x + n1(a(x))
+    norm_on_branch_output = y + n2(f(y))
+    return {"post": post, "pre": pre, "no_residual": no_residual,
+            "norm_on_branch_output": norm_on_branch_output}
+
+
+_DIAGNOSES = {
+    "post": "this is Post-LN: LN(x + F(x)), the norm after the residual sum",
+    "pre": "this is Pre-LN: x + F(LN(x)), the norm inside the branch",
+    "no_residual": "the residual connection is missing: LN(F(x))",
+    "norm_on_branch_output": "the norm is applied to the branch output: x + LN(F(x))",
+}
+
+
+def check_block_forward(fn, norm_position: str) -> bool:
+    r"""Exercise checker: ``fn(x, attn, ffn, norm1, norm2)`` should compute one block with the
+    given ``norm_position`` (``"post"`` or ``"pre"``, sub-layers in the order attention then
+    FFN). Compares with :class:`Block` on random float64 inputs and non-trivial norm
+    parameters, prints ``correct`` or which placement the function computes instead, and
+    returns whether it is correct."""
+    if norm_position not in ("post", "pre"):
+        raise ValueError(f"norm_position must be 'post' or 'pre', got {norm_position!r}")
+    torch.manual_seed(0)
+    block = Block(8, 2, 16, norm_position=norm_position).double()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in block.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5 + 0.2)
+    x = torch.randn(2, 5, 8, generator=g, dtype=torch.float64) * 3
+    with torch.no_grad():
+        got = fn(x, block.attn, block.ffn, block.norm1, block.norm2)
+        if not isinstance(got, Tensor) or got.shape != x.shape:
+            print(f"expected a tensor of shape {list(x.shape)}, got "
+                  f"{list(got.shape) if isinstance(got, Tensor) else type(got).__name__}")
+            return False
+        variants = _block_variants(block, x)
+        if torch.allclose(got, variants[norm_position]):
+            print(f"correct: {_DIAGNOSES[norm_position]}")
+            return True
+        for name, out in variants.items():
+            if torch.allclose(got, out):
+                print(f"not {norm_position}-LN yet: {_DIAGNOSES[name]}")
+                return False
+    print(f"not {norm_position}-LN yet: max difference "
+          f"{float((got - variants[norm_position]).abs().max()):.3g} from the expected output")
+    return False
+
+
+def norm_input_rms(model: TinyTransformer, idx: Tensor) -> list[float]:
+    r"""Root mean square of the input of every norm layer inside the blocks (``norm1``, then
+    ``norm2``, block by block), for token ids ``idx``, no gradients. Under Post-LN and DeepNorm
+    that input is the residual sum :math:`\alpha x + F(x)`; under Pre-LN it is the residual
+    stream :math:`x` itself, so the list shows how the stream grows with depth."""
+    found: list[float] = []
+    hooks = [norm.register_forward_pre_hook(
+        lambda _m, args: found.append(float(args[0].detach().pow(2).mean().sqrt())))
+        for block in model.blocks for norm in (block.norm1, block.norm2)]
+    try:
+        with torch.no_grad():
+            model(idx)
+    finally:
+        for h in hooks:
+            h.remove()
+    return found

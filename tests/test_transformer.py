@@ -310,3 +310,53 @@ def test_committed_ln_placement_is_up_to_date(tmp_path):
     new = mpimg.imread(fresh)
     assert committed.shape == new.shape, "regenerate with: python -m helpers.figures"
     assert float(abs(committed - new).mean()) < 1e-3, "regenerate with: python -m helpers.figures"
+
+
+def test_check_block_forward_diagnoses(capsys):
+    def post(x, a, f, n1, n2):
+        y = n1(x + a(x))
+        return n2(y + f(y))
+
+    def pre(x, a, f, n1, n2):
+        y = x + a(n1(x))
+        return y + f(n2(y))
+
+    def no_residual(x, a, f, n1, n2):
+        return n2(f(n1(a(x))))
+
+    assert T.check_block_forward(post, "post") and "correct" in capsys.readouterr().out
+    assert T.check_block_forward(pre, "pre") and "correct" in capsys.readouterr().out
+    assert not T.check_block_forward(pre, "post")
+    assert "this is Pre-LN" in capsys.readouterr().out
+    assert not T.check_block_forward(no_residual, "pre")
+    assert "residual connection is missing" in capsys.readouterr().out
+    assert not T.check_block_forward(lambda x, *m: x * 2, "pre")
+    assert "max difference" in capsys.readouterr().out
+    with pytest.raises(ValueError):
+        T.check_block_forward(pre, "deepnorm")
+
+
+@pytest.mark.parametrize("position", ["post", "pre"])
+def test_norm_input_rms_by_hand(position):
+    torch.manual_seed(0)
+    model = T.TinyTransformer(10, d_model=16, n_heads=2, num_layers=2, max_len=6,
+                              norm_position=position).double()
+    idx = torch.randint(0, 10, (3, 6))
+    rms = lambda z: float(z.pow(2).mean().sqrt())  # noqa: E731
+    expected = []
+    with torch.no_grad():
+        x = model.tok_emb.weight[idx] + model.pos_emb.weight[:6]
+        for b in model.blocks:
+            if position == "pre":
+                expected.append(rms(x))
+                x = x + _attention_by_hand(b.attn, _ln(b.norm1, x))
+                expected.append(rms(x))
+                x = x + _ffn_by_hand(b.ffn, _ln(b.norm2, x))
+            else:
+                s = x + _attention_by_hand(b.attn, x)
+                expected.append(rms(s))
+                x = _ln(b.norm1, s)
+                s = x + _ffn_by_hand(b.ffn, x)
+                expected.append(rms(s))
+                x = _ln(b.norm2, s)
+    assert T.norm_input_rms(model, idx) == pytest.approx(expected, rel=1e-9)
