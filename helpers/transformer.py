@@ -170,6 +170,12 @@ class TinyTransformer(nn.Module):
         deepnorm_init(self, beta)
 
     def forward(self, idx: Tensor) -> Tensor:
+        """Logits (B, T, V): ``head(features(idx))``."""
+        return self.head(self.features(idx))
+
+    def features(self, idx: Tensor) -> Tensor:
+        """The representation the head reads, (B, T, d): the last block's output, after the
+        final norm for Pre-LN."""
         if idx.dim() != 2 or idx.shape[1] > self.max_len:
             raise ValueError(f"expected (B, T) token ids with T <= {self.max_len}, "
                              f"got shape {list(idx.shape)}")
@@ -178,7 +184,7 @@ class TinyTransformer(nn.Module):
             x = block(x)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return self.head(x)
+        return x
 
 
 def deepnorm_constants(num_encoder_layers: int = 0, num_decoder_layers: int = 0
@@ -344,13 +350,19 @@ def train_reversal(model: nn.Module, steps: int = 300, lr: float = 3e-3, warmup_
             "final_loss": final_loss}
 
 
-def model_update(model_0: nn.Module, model_t: nn.Module, x: Tensor) -> float:
-    r"""The model update of DeepNet section 3, :math:`\lVert F(x;\theta_t) - F(x;\theta_0)\rVert`
-    measured on the output logits for inputs ``x`` (root mean square over all entries, so it
-    does not grow with the batch size), both models in eval mode, no gradients."""
+def model_update(model_0: nn.Module, model_t: nn.Module, x: Tensor, output: str = "logits") -> float:
+    r"""The model update of DeepNet section 3, :math:`\lVert F(x;\theta_t) - F(x;\theta_0)\rVert`,
+    as a root mean square over all entries (so it does not grow with the batch size), both
+    models in eval mode, no gradients. ``output="logits"`` compares the models' outputs;
+    ``output="features"`` compares :meth:`TinyTransformer.features`, the representation
+    the head reads, which leaves out the head's own update."""
+    if output not in ("logits", "features"):
+        raise ValueError(f"output must be 'logits' or 'features', got {output!r}")
     model_0.eval()
     model_t.eval()
     with torch.no_grad():
+        if output == "features":
+            return float((model_t.features(x) - model_0.features(x)).pow(2).mean().sqrt())
         return float((model_t(x) - model_0(x)).pow(2).mean().sqrt())
 
 

@@ -233,6 +233,13 @@ def test_model_update():
     with torch.no_grad():
         m1.head.bias += 0.25  # every logit moves by exactly 0.25
     assert T.model_update(m0, m1, x) == pytest.approx(0.25, rel=1e-5)
+    assert T.model_update(m0, m1, x, output="features") == 0.0  # the head is not a feature
+    with torch.no_grad():
+        m1.final_norm.bias += 0.5  # shifts every feature by exactly 0.5
+    assert T.model_update(m0, m1, x, output="features") == pytest.approx(0.5, rel=1e-5)
+    torch.testing.assert_close(m1(x), F.linear(m1.features(x), m1.head.weight, m1.head.bias))
+    with pytest.raises(ValueError):
+        T.model_update(m0, m1, x, output="hidden")
 
 
 def test_reversal_batch():
