@@ -4,7 +4,8 @@ committed image in ``images/``.
 The map of the norms follows Wu & He (2018), Figure 2: a feature-map tensor drawn as an
 (N, C, H×W) block, with the elements that share one mean and variance shaded. The shading
 comes from :func:`statistics_mask`, the index set :math:`S_i` of the paper's section 3.1,
-which the lesson checks against torch's own layers.
+which the lesson checks against torch's own layers. :func:`ln_placement` draws the Post-LN and
+Pre-LN sub-layers of Xiong et al. (2020), Figure 1, for lesson 05.
 """
 
 from __future__ import annotations

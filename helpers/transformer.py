@@ -14,13 +14,15 @@ Each block has a causal self-attention sub-layer and a feed-forward (FFN) sub-la
 The norm is LayerNorm or RMSNorm, from :mod:`helpers.norms` (the course's from-scratch
 modules) or from ``torch.nn``. Also here: :func:`deepnorm_constants` (DeepNet's table),
 per-layer gradient norms (:func:`layer_gradient_norms`), the early model update
-(:func:`model_update`), the sequence-reversal task (:func:`reversal_batch`) and a short
-training loop with optional linear warmup (:func:`train_reversal`).
+(:func:`model_update`), the inputs of the norm layers (:func:`norm_input_rms`), the
+sequence-reversal task (:func:`reversal_batch`), text-like token streams
+(:func:`markov_tokens`), a short training loop with optional linear warmup and a progress
+bar on stdout (:func:`train_reversal`), and an exercise checker for hand-written blocks
+(:func:`check_block_forward`).
 """
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import Tensor, nn
