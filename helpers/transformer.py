@@ -23,7 +23,6 @@ bar on stdout (:func:`train_reversal`), and an exercise checker for hand-written
 
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor, nn
 
