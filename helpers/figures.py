@@ -4,7 +4,8 @@ committed image in ``images/``.
 The map of the norms follows Wu & He (2018), Figure 2: a feature-map tensor drawn as an
 (N, C, H×W) block, with the elements that share one mean and variance shaded. The shading
 comes from :func:`statistics_mask`, the index set :math:`S_i` of the paper's section 3.1,
-which the lesson checks against torch's own layers.
+which the lesson checks against torch's own layers. :func:`ln_placement` draws the Post-LN and
+Pre-LN sub-layers of Xiong et al. (2020), Figure 1, for lesson 05.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import torch
 
 from .experiments import LayerStats
 
-__all__ = ["statistics_mask", "norm_map", "group_map", "activation_histograms", "build_all"]
+__all__ = ["statistics_mask", "norm_map", "group_map", "activation_histograms", "ln_placement",
+           "build_all"]
 
 # (method key, English title, Chinese title)
 NORM_PANELS = [
@@ -168,6 +170,77 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
     return fig
 
 
+def ln_placement():
+    """Figure: one Transformer sub-layer F (attention or FFN) with its residual connection,
+    under Post-LN, :math:`x_{l+1} = \\mathrm{LN}(x_l + F(x_l))`, and Pre-LN,
+    :math:`x_{l+1} = x_l + F(\\mathrm{LN}(x_l))` with one final LN after the last layer
+    (Xiong et al. 2020, Figure 1). The norm is drawn in orange. Returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    from .plotting import use_course_style
+
+    use_course_style()
+    fig, axes = plt.subplots(1, 2, figsize=(8.6, 5.4))
+    ln_color, f_color = "#f5b971", "#a6c8e8"
+
+    def box(ax, y, text, color, x=0.5, w=0.44):
+        ax.add_patch(FancyBboxPatch((x - w / 2, y - 0.045), w, 0.09,
+                                    boxstyle="round,pad=0.01", fc=color, ec="#333333"))
+        ax.text(x, y, text, ha="center", va="center", fontsize=12)
+
+    def plus(ax, y, x=0.5):
+        ax.add_patch(plt.Circle((x, y), 0.03, fc="white", ec="#333333"))
+        ax.text(x, y, "+", ha="center", va="center", fontsize=14)
+
+    def arrow(ax, x0, y0, x1, y1):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
+                    arrowprops=dict(arrowstyle="-|>", color="#333333", lw=1.4,
+                                    shrinkA=0, shrinkB=0))
+
+    def skip(ax, y0, y1, x_side=0.86):  # residual path: right of the main column
+        ax.plot([0.5, x_side, x_side], [y0, y0, y1], color="#333333", lw=1.4)
+        arrow(ax, x_side, y1, 0.53, y1)
+
+    # Post-LN: x -> F -> (+ x) -> LN
+    ax = axes[0]
+    ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=13)
+    arrow(ax, 0.5, 0.08, 0.5, 0.255)
+    box(ax, 0.3, "F (attention / FFN)", f_color)
+    arrow(ax, 0.5, 0.345, 0.5, 0.49)
+    plus(ax, 0.52)
+    skip(ax, 0.15, 0.52)
+    arrow(ax, 0.5, 0.55, 0.5, 0.655)
+    box(ax, 0.7, "LayerNorm", ln_color)
+    arrow(ax, 0.5, 0.745, 0.5, 0.88)
+    ax.text(0.5, 0.9, r"$x_{l+1} = \mathrm{LN}(x_l + F(x_l))$", ha="center", fontsize=12)
+    ax.set_title("Post-LN", fontsize=14)
+
+    # Pre-LN: x -> LN -> F -> (+ x); final LN after the last layer
+    ax = axes[1]
+    ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=13)
+    arrow(ax, 0.5, 0.08, 0.5, 0.215)
+    box(ax, 0.26, "LayerNorm", ln_color)
+    arrow(ax, 0.5, 0.305, 0.5, 0.375)
+    box(ax, 0.42, "F (attention / FFN)", f_color)
+    arrow(ax, 0.5, 0.465, 0.5, 0.6)
+    plus(ax, 0.63)
+    skip(ax, 0.13, 0.63)
+    ax.text(0.5, 0.7, r"$x_{l+1} = x_l + F(\mathrm{LN}(x_l))$", ha="center", fontsize=12)
+    arrow(ax, 0.5, 0.66, 0.5, 0.69)
+    ax.plot([0.5, 0.5], [0.735, 0.775], color="#333333", lw=1.4, ls=":")
+    box(ax, 0.83, "final LayerNorm", ln_color, w=0.46)
+    ax.text(0.5, 0.93, "after the last layer only", ha="center", fontsize=10.5,
+            color="#555555")
+    ax.set_title("Pre-LN", fontsize=14)
+    for ax in axes:
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
 def build_all() -> list[str]:
     """Regenerate every committed figure into ``images/``; returns the paths written."""
     import matplotlib
@@ -180,6 +253,9 @@ def build_all() -> list[str]:
     written = []
     fig = norm_map()
     written.append(str(savefig(fig, "norm_map")))
+    plt.close(fig)
+    fig = ln_placement()
+    written.append(str(savefig(fig, "ln_placement")))
     plt.close(fig)
     return written
 
