@@ -11,11 +11,16 @@ speed is set by how many bytes it moves. For each implementation the benchmark p
   are timed in turn, round after round, so a burst of load from other programs falls on all
   of them alike); with one CPU thread the clock is the thread's CPU time, which leaves out
   the time the machine gave to other programs (:func:`time_calls`);
+- the **page faults per call** (mean over the timed calls, :func:`minor_faults`): a call
+  whose output or intermediates land on memory fresh from the operating system pays about
+  one fault per 4 KiB page (4096 per 16 MiB), a cost the byte count does not see; whether
+  it happens depends on the memory allocator's state, so it can change between runs;
 - its effective bandwidth, ``GB/s = (bytes of x read once + bytes of y written once) /
   time``, the same ideal byte count for every row, so GB/s is a speed, not a claim about
   what the kernel really moved;
 - that bandwidth as a fraction of a plain copy's (the practical limit: a copy also reads x
-  once and writes y once, and does nothing else);
+  once and writes y once, and does nothing else); the copy writes into a preallocated
+  tensor, ``y.copy_(x)``, so it pays no page faults;
 - the bytes its ATen operations move if each one reads its inputs and writes its outputs in
   full (:func:`traffic`), counted in passes over the tensor: an unfused implementation pays
   for every intermediate tensor it writes and reads back.
@@ -34,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import resource
 import statistics
 import sys
 import time
@@ -50,7 +57,7 @@ from . import functional as HF
 __all__ = ["FLOPS_PER_ELEMENT", "GROUPS", "CLOCKS", "OpTraffic", "Row", "tensor_bytes",
            "ideal_bytes", "bandwidth_gbs", "median", "time_calls", "default_clock", "traffic",
            "passes", "naive_moments", "two_pass_moments", "chan_merge", "welford_moments",
-           "sequential_sum", "check_variance", "tiled_layer_norm", "tiled_rms_norm",
+           "sequential_sum", "check_variance", "minor_faults", "parse_size", "cache_sizes", "tiled_layer_norm", "tiled_rms_norm",
            "implementations", "measure", "format_table", "copy_bandwidth", "matmul_gflops",
            "roofline", "main"]
 
@@ -115,8 +122,18 @@ def _synchronize(device: torch.device) -> Callable[[], None]:
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
 
 
+def minor_faults() -> int:
+    """Minor page faults so far (``resource.getrusage(...).ru_minflt``) of the calling
+    thread where the system reports it per thread (Linux), else of the whole process. A
+    minor fault is the operating system mapping a page (4 KiB) of memory on its first
+    touch; the difference of two readings counts the faults in between."""
+    who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)
+    return int(resource.getrusage(who).ru_minflt)
+
+
 def time_calls(fns: dict[str, Callable[[], object]], repeats: int = 15, warmup: int = 2,
-               device: str | torch.device = "cpu", clock: str = "wall") -> dict[str, list[float]]:
+               device: str | torch.device = "cpu", clock: str = "wall",
+               faults: dict[str, list[int]] | None = None) -> dict[str, list[float]]:
     """Seconds taken by each zero-argument callable, ``repeats`` times each.
 
     The callables are run in turn, round after round (not all repeats of one, then all of
@@ -127,6 +144,9 @@ def time_calls(fns: dict[str, Callable[[], object]], repeats: int = 15, warmup: 
     time the operating system gave to other programs: on a shared machine it measures the
     kernel rather than the load, but it is only the kernel's time when torch runs on the
     calling thread alone (``torch.set_num_threads(1)``) and the device is the CPU.
+
+    If a dict is given as ``faults``, it receives for each name the minor page faults of
+    each timed call (:func:`minor_faults`, read outside the timed interval).
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, "
@@ -142,13 +162,19 @@ def time_calls(fns: dict[str, Callable[[], object]], repeats: int = 15, warmup: 
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
+    if faults is not None:
+        faults.clear()
+        faults.update({name: [] for name in fns})
     for _ in range(repeats):
         for name, fn in fns.items():
+            before = minor_faults()
             sync()
             start = now()
             fn()
             sync()
             times[name].append(now() - start)
+            if faults is not None:
+                faults[name].append(minor_faults() - before)
     return times
 
 
@@ -263,7 +289,8 @@ def two_pass_moments(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def chan_merge(n_a: float, mean_a: Tensor, m2_a: Tensor, n_b: float, mean_b: Tensor,
                m2_b: Tensor) -> tuple[float, Tensor, Tensor]:
-    r"""Combine the statistics of two disjoint sets (Chan, Golub & LeVeque 1979):
+    r"""Combine the statistics of two disjoint sets (Chan, Golub & LeVeque: a 1979 Stanford report, and
+    The American Statistician, 1983):
 
     .. math:: n = n_a + n_b,\quad \delta = \bar x_b - \bar x_a,\quad
               \bar x = \bar x_a + \delta\,\frac{n_b}{n},\quad
@@ -375,7 +402,8 @@ def tiled_layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | Non
     once: x is read from memory once and y written once, the access pattern of a fused
     kernel, built from ordinary operations. The statistics of a tile come
     from two passes over the cached tile (mean, then the norm of the centred tile), or, with
-    ``welford``, from ``torch.var_mean``, a one-pass Welford reduction.
+    ``welford``, from ``torch.var_mean``, a one-pass Welford reduction (on the CPU a scalar,
+    not vectorised, loop accumulated in float64).
     """
     _check_2d("tiled_layer_norm", x, tile_rows)
     d = x.shape[-1]
@@ -436,6 +464,7 @@ class Row:
     fraction_of_copy: float
     passes: float  # bytes moved to and from full-size tensors / the tensor's bytes
     ops: int  # ATen operations dispatched
+    faults: float = float("nan")  # minor page faults per call, mean over the timed calls
 
 
 def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Callable[[], Tensor]]]:
@@ -445,7 +474,9 @@ def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Ca
     LayerNorm and RMSNorm normalise each row over its features; BatchNorm normalises each
     column (channel) over the rows, in training mode (batch statistics) and in evaluation
     mode (running statistics); GroupNorm treats the rows as samples and splits the features
-    into :data:`GROUPS` groups. Parameters are random (not 1 and 0) so no work is skipped.
+    into :data:`GROUPS` groups. The copy, the yardstick, writes into a tensor allocated
+    once (``y.copy_(x)``); the norms allocate their outputs as they do in a network.
+    Parameters are random (not 1 and 0) so no work is skipped.
     With ``compile``, two ``torch.compile``'d versions are added (the first call compiles:
     seconds on a GPU machine, minutes on a small CPU).
     """
@@ -457,8 +488,9 @@ def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Ca
     w = (torch.rand(d, generator=g) + 0.5).to(x)
     b = (torch.rand(d, generator=g) - 0.5).to(x)
     running_mean, running_var = torch.zeros(d).to(x), torch.ones(d).to(x)
+    y = torch.empty_like(x)
     impl = {
-        "copy (x.clone())": ("copy", lambda: x.clone()),
+        "copy (y.copy_(x))": ("copy", lambda: y.copy_(x)),
         "torch layer_norm": ("layer_norm", lambda: F.layer_norm(x, (d,), w, b)),
         "torch rms_norm": ("rms_norm", lambda: F.rms_norm(x, (d,), w)),
         "torch batch_norm, train": ("batch_norm_train", lambda: F.batch_norm(
@@ -471,9 +503,10 @@ def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Ca
         "helpers batch_norm, train": ("batch_norm_train", lambda: HF.batch_norm(
             x, None, None, w, b, training=True)),
         f"helpers group_norm, G={GROUPS}": ("group_norm", lambda: HF.group_norm(x, GROUPS, w, b)),
-        "one pass, tiled layer_norm": ("layer_norm", lambda: tiled_layer_norm(x, w, b)),
-        "one pass, tiled, Welford": ("layer_norm", lambda: tiled_layer_norm(x, w, b, welford=True)),
-        "one pass, tiled rms_norm": ("rms_norm", lambda: tiled_rms_norm(x, w)),
+        "tiled layer_norm": ("layer_norm", lambda: tiled_layer_norm(x, w, b)),
+        "tiled layer_norm, var_mean": ("layer_norm",
+                                       lambda: tiled_layer_norm(x, w, b, welford=True)),
+        "tiled rms_norm": ("rms_norm", lambda: tiled_rms_norm(x, w)),
     }
     if compile:
         ln = torch.compile(lambda t: F.layer_norm(t, (d,), w, b))
@@ -497,7 +530,8 @@ def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float
     """Time every implementation of :func:`implementations` on a ``rows x cols`` tensor of
     N(0, 1) values and return one :class:`Row` each (the copy first). ``threads`` fixes
     torch's CPU thread count for the measurement (restored afterwards; ``None`` keeps it).
-    ``clock=None`` picks :func:`default_clock`."""
+    ``clock=None`` picks :func:`default_clock`. Each row also carries the mean minor page
+    faults per timed call (:func:`minor_faults`)."""
     if rows < 2 or cols < GROUPS:
         raise ValueError(f"need at least 2 rows and {GROUPS} columns, got {rows} x {cols}")
     previous = torch.get_num_threads()
@@ -509,10 +543,12 @@ def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float
         gen = torch.Generator(device="cpu").manual_seed(seed)
         x = torch.randn(rows, cols, generator=gen).to(device=device, dtype=dtype)
         impl = implementations(x, compile=compile)
+        faults: dict[str, list[int]] = {}
         times = time_calls({name: fn for name, (_, fn) in impl.items()}, repeats=repeats,
-                           warmup=warmup, device=device, clock=clock or default_clock(device))
+                           warmup=warmup, device=device, clock=clock or default_clock(device),
+                           faults=faults)
         nbytes = ideal_bytes(x.shape, dtype)
-        copy_s = median(times["copy (x.clone())"])
+        copy_s = median(times[next(iter(impl))])
         out = []
         for name, (kind, fn) in impl.items():
             t = median(times[name])
@@ -522,7 +558,7 @@ def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float
                 n_ops = len(traffic(fn))
                 n_passes = passes(traffic(fn, min_bytes=nbytes // 2), nbytes // 2)
             out.append(Row(name, kind, t, min(times[name]), bandwidth_gbs(nbytes, t), copy_s / t,
-                           n_passes, n_ops))
+                           n_passes, n_ops, statistics.fmean(faults[name])))
         return out
     finally:
         torch.set_num_threads(previous)
@@ -530,16 +566,17 @@ def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float
 
 def format_table(rows: Sequence[Row], title: str = "") -> str:
     """The rows as a fixed-width text table: median and fastest time, GB/s (from the
-    median), fraction of the copy's
-    bandwidth, ATen operations dispatched, and passes over full-size tensors (bytes read and
-    written to tensors as large as the input, over the input's size; :func:`traffic`)."""
+    median), fraction of the copy's bandwidth, ATen operations dispatched, passes over
+    full-size tensors (bytes read and written to tensors as large as the input, over the
+    input's size; :func:`traffic`) and minor page faults per call (mean)."""
     lines = [title] if title else []
     lines.append(f"{'implementation':<30}{'median ms':>10}{'min ms':>8}{'GB/s':>8}{'x copy':>8}"
-                 f"{'ops':>5}{'passes':>8}")
+                 f"{'ops':>5}{'passes':>8}{'faults/call':>12}")
     for r in rows:
         lines.append(f"{r.name:<30}{r.seconds * 1e3:>10.2f}{r.min_seconds * 1e3:>8.2f}{r.gbs:>8.1f}"
                      f"{r.fraction_of_copy:>8.2f}{r.ops or '-':>5}"
-                     f"{'-' if math.isnan(r.passes) else f'{r.passes:.1f}':>8}")
+                     f"{'-' if math.isnan(r.passes) else f'{r.passes:.1f}':>8}"
+                     f"{'-' if math.isnan(r.faults) else f'{r.faults:.0f}':>12}")
     return "\n".join(lines)
 
 
@@ -547,13 +584,59 @@ def format_table(rows: Sequence[Row], title: str = "") -> str:
 # the machine's two ceilings, for a roofline
 # --------------------------------------------------------------------------------------
 def copy_bandwidth(nbytes: int, repeats: int = 7, device: str = "cpu") -> float:
-    """Median copy bandwidth in GB/s for a float32 tensor of about ``nbytes`` bytes
-    (``x.clone()``: ``2 * nbytes`` moved), timed with :func:`default_clock`. Small tensors
-    stay in cache, large ones reach main memory, so the answer depends on ``nbytes``."""
+    """Median copy bandwidth in GB/s for a float32 tensor of about ``nbytes`` bytes, copied
+    into a destination allocated once (``y.copy_(x)``: ``2 * nbytes`` moved), timed with
+    :func:`default_clock`. The working set is ``2 * nbytes``: small tensors stay in a
+    core's caches, large ones reach main memory, so the answer depends on ``nbytes``.
+    (``x.clone()`` would also time the operating system mapping a fresh destination, one
+    page fault per 4 KiB, whenever the allocator returns new memory.)"""
     x = torch.ones(max(nbytes // 4, 1), device=device)
-    t = median(time_calls({"copy": x.clone}, repeats=repeats, warmup=1, device=device,
-                          clock=default_clock(device))["copy"])
+    y = torch.empty_like(x)
+    t = median(time_calls({"copy": lambda: y.copy_(x)}, repeats=repeats, warmup=1,
+                          device=device, clock=default_clock(device))["copy"])
     return bandwidth_gbs(2 * x.numel() * 4, t)
+
+
+_UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20,
+          "MIB": 2**20, "G": 2**30, "GB": 2**30, "GIB": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a cache size as the system writes it: ``"48K"`` -> 49152, ``"2048K"``,
+    ``"105 MiB"``, ``"512"`` (binary units: K = 1024)."""
+    t = text.strip().upper().replace(" ", "")
+    digits = t.rstrip("BKMGI")
+    unit = t[len(digits):]
+    if not digits.isdigit() or unit not in _UNITS:
+        raise ValueError(f"not a size such as '48K' or '105 MiB': {text!r}")
+    return int(digits) * _UNITS[unit]
+
+
+def cache_sizes(cpu_dir: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
+    """The data caches of one CPU core as the operating system describes them (Linux
+    ``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}``, what ``lscpu`` shows):
+    ``{"L1d": bytes, "L2": bytes, "L3": bytes}`` (instruction caches left out). An empty
+    dict where the directory does not exist (other systems): nothing is guessed."""
+    out: dict[str, int] = {}
+    if not os.path.isdir(cpu_dir):
+        return out
+    for entry in sorted(os.listdir(cpu_dir)):
+        path = os.path.join(cpu_dir, entry)
+        if not entry.startswith("index"):
+            continue
+        try:
+            with open(os.path.join(path, "level")) as f:
+                level = f.read().strip()
+            with open(os.path.join(path, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(path, "size")) as f:
+                size = parse_size(f.read())
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        out[f"L{level}" + ("d" if kind == "Data" else "")] = size
+    return out
 
 
 def matmul_gflops(n: int = 512, repeats: int = 7, device: str = "cpu") -> float:
@@ -623,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = {r.name: r.seconds for r in rows}
         print("RMSNorm against LayerNorm, same implementation style (paper: 7% to 64% "
               "less time):")
-        for style in ("torch", "helpers", "one pass, tiled") + (("torch.compile",) if args.compile else ()):
+        for style in ("torch", "helpers", "tiled") + (("torch.compile",) if args.compile else ()):
             ratio = seconds[f"{style} rms_norm"] / seconds[f"{style} layer_norm"]
             print(f"  {style:<16} RMSNorm time / LayerNorm time = {ratio:5.2f}  "
                   f"({1 - ratio:+.0%} time saved)")

@@ -245,7 +245,7 @@ def test_measure_tiny():
     rows = B.measure(16, 64, repeats=2, warmup=0, threads=1)
     assert torch.get_num_threads() == before
     names = [r.name for r in rows]
-    assert names[0] == "copy (x.clone())" and len(set(names)) == len(names)
+    assert names[0] == "copy (y.copy_(x))" and len(set(names)) == len(names)
     assert rows[0].fraction_of_copy == 1.0 and rows[0].passes == 2.0
     by_name = {r.name: r for r in rows}
     assert by_name["torch rms_norm"].passes == pytest.approx(7.0)
@@ -254,10 +254,12 @@ def test_measure_tiny():
         assert r.min_seconds <= r.seconds
         assert r.gbs == pytest.approx(2 * 16 * 64 * 4 / r.seconds / 1e9)
         assert r.fraction_of_copy == pytest.approx(rows[0].seconds / r.seconds)
+        assert r.faults >= 0  # a mean of non-negative counts
     text = B.format_table(rows, "title")
     assert text.splitlines()[0] == "title" and len(text.splitlines()) == len(rows) + 2
+    assert text.splitlines()[1].split()[-1] == "faults/call"
     compiled = B.Row("torch.compile rms_norm", "rms_norm", 1e-3, 1e-3, 1.0, 0.5, float("nan"), 0)
-    assert B.format_table([compiled]).splitlines()[1].split()[-2:] == ["-", "-"]
+    assert B.format_table([compiled]).splitlines()[1].split()[-3:] == ["-", "-", "-"]
     with pytest.raises(ValueError):
         B.measure(1, 64)
     with pytest.raises(ValueError, match="threads"):
@@ -283,9 +285,70 @@ def test_cli_tiny(capsys):
     assert B.main(["--rows", "8", "--cols", "32", "--repeats", "2", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "8 x 32 float32, cpu, 1 thread(s), thread CPU time, median of 2" in out
-    assert "torch rms_norm" in out and "one pass, tiled rms_norm" in out
+    assert "torch rms_norm" in out and "tiled rms_norm" in out and "faults/call" in out
     assert out.count("RMSNorm time / LayerNorm time") == 3
     with pytest.raises(SystemExit):
         B.main(["--cols", "33"])
     with pytest.raises(SystemExit):
         B.main(["--repeats", "0"])
+
+
+# --- page faults, the preallocated copy, the system's cache sizes ---------------------
+def test_minor_faults_counts_first_touch_of_fresh_pages():
+    import mmap
+
+    before = B.minor_faults()
+    assert isinstance(before, int) and before >= 0
+    size = 64 * 2**20
+    buf = mmap.mmap(-1, size)  # fresh anonymous memory, mapped on first touch
+    try:
+        start = B.minor_faults()
+        for offset in range(0, size, 4096):  # touch each 4 KiB page once
+            buf[offset] = 1
+        touched = B.minor_faults() - start
+    finally:
+        buf.close()
+    # 16384 faults with 4 KiB pages; at least 32 even if the kernel maps 2 MiB huge pages
+    assert 32 <= touched <= 2 * size // 4096
+    assert B.minor_faults() >= start
+
+
+def test_time_calls_records_faults_per_call():
+    faults = {"stale": [99]}
+    B.time_calls({"a": lambda: None, "b": lambda: torch.ones(8).sum()}, repeats=3, warmup=0,
+                 faults=faults)
+    assert sorted(faults) == ["a", "b"]  # cleared, then one list per callable
+    for counts in faults.values():
+        assert len(counts) == 3 and all(isinstance(c, int) and c >= 0 for c in counts)
+
+
+def test_copy_writes_into_one_preallocated_tensor():
+    x = torch.randn(8, 64)
+    kind, copy = B.implementations(x)["copy (y.copy_(x))"]
+    first, second = copy(), copy()
+    assert kind == "copy" and first.data_ptr() == second.data_ptr() != x.data_ptr()
+    torch.testing.assert_close(second, x)
+
+
+def test_parse_size_by_hand():
+    assert B.parse_size("48K") == 48 * 1024
+    assert B.parse_size("2048K\n") == 2 * 2**20
+    assert B.parse_size("105 MiB") == 105 * 2**20
+    assert B.parse_size("512") == 512
+    for bad in ("", "K", "12Q", "1.5M"):
+        with pytest.raises(ValueError, match="size"):
+            B.parse_size(bad)
+
+
+def test_cache_sizes_reads_the_sysfs_layout(tmp_path):
+    entries = [("index0", "1", "Data", "48K"), ("index1", "1", "Instruction", "32K"),
+               ("index2", "2", "Unified", "2048K"), ("index3", "3", "Unified", "107520K")]
+    for name, level, kind, size in entries:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "level").write_text(level + "\n")
+        (d / "type").write_text(kind + "\n")
+        (d / "size").write_text(size + "\n")
+    (tmp_path / "uevent").write_text("")  # not an index* entry: ignored
+    assert B.cache_sizes(str(tmp_path)) == {"L1d": 48 * 2**10, "L2": 2 * 2**20, "L3": 105 * 2**20}
+    assert B.cache_sizes(str(tmp_path / "missing")) == {}
