@@ -1,5 +1,5 @@
 r"""Synchronised BatchNorm built from ``torch.distributed``, and a small launcher that runs
-it in several local processes (gloo backend, CPU, 127.0.0.1 only).
+it in several local processes (gloo backend, CPU, traffic over the loopback interface).
 
 **The math.** Rank :math:`k` of :math:`W` holds a shard of :math:`n_k` values per channel
 (batch times spatial positions). BatchNorm over the whole batch needs, per channel, the
@@ -38,15 +38,22 @@ global *unbiased* variance :math:`M_2/(N-1)`, identically on every rank.
 **The launcher.** :func:`launch` starts ``world_size`` processes with the ``spawn`` start
 method (the default on macOS and Windows, and safe from a Jupyter kernel), joins them in a
 gloo process group whose rendezvous is ``tcp://127.0.0.1:port``, runs a module-level
-function in each, and returns the results in rank order. A taken port is reported before any
+function in each, and returns the results in rank order. The traffic goes over the loopback
+interface; the rendezvous store (rank 0's TCPStore) listens on the port on all interfaces
+while the run lasts. A taken port is reported before any
 process starts (:class:`PortInUseError`); a worker's exception is re-raised in the parent
 with its type, message and traceback (:class:`WorkerError`) and the other workers are
 stopped at once, so a failure never leaves the parent waiting; an overall ``timeout`` bounds
-everything else. Every worker leaves the group with ``destroy_process_group``.
+everything else. Every worker leaves the group with ``destroy_process_group`` after its
+result is delivered, and the parent waits for the workers to exit (exit code 0) before it
+returns. On macOS, :func:`_check_port` may not notice a port another program holds on the
+wildcard address (BSD ``SO_REUSEADDR`` semantics); the failure then arrives as a
+:class:`WorkerError` from rank 0, not as a hang.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pickle
@@ -69,14 +76,19 @@ from . import functional as HF
 from . import norms as HN
 
 __all__ = [
-    "local_moments", "merge_moments", "moments_from_sums", "SyncBatchNormFunction",
+    "channel_sums", "local_moments", "merge_moments", "moments_from_sums", "SyncBatchNormFunction",
     "SyncBatchNorm", "convert_sync_batchnorm", "CommunicationLog", "payload_bytes",
     "free_port", "PortInUseError", "WorkerError", "launch", "make_case",
     "compare_sync_batch_norm", "check_sync_batch_norm", "per_shard_differences",
-    "DIFFERENCE_KEYS", "resnet50_layout", "check_merge",
+    "DIFFERENCE_KEYS", "resnet50_layout", "check_merge", "LaunchResults", "one_process_group",
 ]
 
 STATS_MODES = ("merged", "sumsq")
+#: seconds :func:`launch` allows a run by default (generous: on a loaded two-core machine
+#: starting the workers alone can take tens of seconds; a failing worker is reported at once)
+DEFAULT_TIMEOUT = 300.0
+#: seconds :func:`launch` waits for workers to exit on their own after a successful run
+JOIN_TIMEOUT = 30.0
 DIFFERENCE_KEYS = ("output", "grad_input", "grad_weight", "grad_bias", "running_mean",
                    "running_var")
 
@@ -84,25 +96,39 @@ DIFFERENCE_KEYS = ("output", "grad_input", "grad_weight", "grad_bias", "running_
 # --------------------------------------------------------------------------------------
 # per-channel moments: local, merged, and from raw sums
 # --------------------------------------------------------------------------------------
-def _reduce_dims(x: Tensor) -> list[int]:
-    return [0] + list(range(2, x.dim()))
+def channel_sums(x: Tensor) -> Tensor:
+    r"""Per channel (dim 1) of an (N, C, \*) tensor, the sum :math:`\sum x` over the batch and
+    spatial dims, shape (C,), in the tensor's own dtype, added pairwise in a fixed order
+    (zero-padded to a power of two, then adjacent pairs added level by level). Each elementwise addition is correctly
+    rounded, so the result is bit-for-bit the same on every CPU, whereas the order of
+    ``Tensor.sum`` (and so its last bits in float32) depends on the CPU's vector width."""
+    c = x.shape[1]
+    v = x.transpose(0, 1).reshape(c, -1)
+    n = v.shape[1]
+    if n == 0:
+        return x.new_zeros(c)
+    width = 1 << (n - 1).bit_length()  # the next power of two; adding zeros is exact
+    if width > n:
+        v = torch.cat([v, v.new_zeros(c, width - n)], 1)
+    while v.shape[1] > 1:
+        v = v[:, 0::2] + v[:, 1::2]
+    return v[:, 0].clone()
 
 
 def local_moments(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     r"""Per channel (dim 1) of an (N, C, \*) shard: the count :math:`n` (a 0-dim tensor),
     the mean :math:`\mu` and the sum of squared deviations :math:`M_2 = \sum (x-\mu)^2`,
-    each of shape (C,), computed in two passes. An empty shard gives :math:`n = 0`,
-    :math:`\mu = 0`, :math:`M_2 = 0`, which the merge ignores."""
+    each of shape (C,), computed in two passes with :func:`channel_sums`. An empty shard
+    gives :math:`n = 0`, :math:`\mu = 0`, :math:`M_2 = 0`, which the merge ignores."""
     c = x.shape[1]
     n = x.numel() // c if c else 0
     count = torch.tensor(float(n), dtype=x.dtype, device=x.device)
     if n == 0:
         zeros = x.new_zeros(c)
         return count, zeros, zeros.clone()
-    dims = _reduce_dims(x)
-    mean = x.mean(dims)
+    mean = channel_sums(x) / n
     centred = x - mean.reshape([1, c] + [1] * (x.dim() - 2))
-    return count, mean, centred.square().sum(dims)
+    return count, mean, channel_sums(centred.square())
 
 
 def merge_moments(counts: Tensor, means: Tensor, m2s: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -229,9 +255,8 @@ class SyncBatchNormFunction(torch.autograd.Function):
             packed = _all_gather(torch.cat([count.reshape(1), mean, m2]), group)  # (W, 2C+1)
             count, mean, m2 = merge_moments(packed[:, 0], packed[:, 1:c + 1], packed[:, c + 1:])
         else:
-            dims = _reduce_dims(x)
-            packed = _all_reduce(torch.cat([count.reshape(1), x.sum(dims), x.square().sum(dims)]),
-                                 group)
+            packed = _all_reduce(torch.cat([count.reshape(1), channel_sums(x),
+                                            channel_sums(x.square())]), group)
             count, mean, m2 = moments_from_sums(packed[0], packed[1:c + 1], packed[c + 1:])
         n = int(count.item())
         if n <= 1:
@@ -252,9 +277,8 @@ class SyncBatchNormFunction(torch.autograd.Function):
         xhat, rstd, weight = ctx.saved_tensors
         c, shape = xhat.shape[1], ctx.shape
         dy = grad_output.to(xhat.dtype)
-        dims = _reduce_dims(xhat)
-        sum_dy = dy.sum(dims)                   # local: grad_bias of this rank
-        sum_dy_xhat = (dy * xhat).sum(dims)     # local: grad_weight of this rank
+        sum_dy = channel_sums(dy)               # local: grad_bias of this rank
+        sum_dy_xhat = channel_sums(dy * xhat)   # local: grad_weight of this rank
         grad_input = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             both = _all_reduce(torch.cat([sum_dy, sum_dy_xhat]), ctx.group)  # 2C numbers
@@ -399,6 +423,37 @@ def _loopback_interface() -> str | None:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
+@contextlib.contextmanager
+def one_process_group():
+    """A gloo process group of one process (this one, rank 0 of 1) for the ``with`` block,
+    destroyed afterwards. Rendezvous on ``tcp://127.0.0.1`` at a free port, with
+    ``MASTER_ADDR=127.0.0.1`` and ``GLOO_SOCKET_IFNAME`` set to the loopback interface (unless
+    already set) while the group is created, so gloo does not try to resolve the machine's
+    hostname (which fails offline on some machines, with a warning on stderr). The
+    environment is restored on exit. Yields the group (``dist.group.WORLD``)."""
+    if dist.is_initialized():
+        raise RuntimeError("a default process group is already initialised in this process")
+    interface = _loopback_interface()
+    settings = {"MASTER_ADDR": "127.0.0.1"}
+    if interface and "GLOO_SOCKET_IFNAME" not in os.environ:
+        settings["GLOO_SOCKET_IFNAME"] = interface
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                                world_size=1, timeout=timedelta(seconds=DEFAULT_TIMEOUT))
+        try:
+            yield dist.group.WORLD
+        finally:
+            dist.destroy_process_group()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def _worker(rank: int, world_size: int, port: int, fn: Callable, args: tuple, results,
             timeout: float) -> None:
     """Runs in a spawned process: join the group, run ``fn``, report, leave the group.
@@ -414,27 +469,39 @@ def _worker(rank: int, world_size: int, port: int, fn: Callable, args: tuple, re
     torch.set_num_threads(1)
     joined = False
     try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=timeout))
-        joined = True
-        result = fn(rank, world_size, *args)
-        results.put(("ok", rank, pickle.dumps(result)))
-    except BaseException as e:  # report everything, including KeyboardInterrupt
-        log.flush()
-        log.seek(0)
-        output = log.read()[-2000:]
-        results.put(("error", rank, type(e).__name__, str(e), traceback.format_exc(), output))
+        try:
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=world_size, timeout=timedelta(seconds=timeout))
+            joined = True
+            message = ("ok", rank, pickle.dumps(fn(rank, world_size, *args)))
+        except BaseException as e:  # report everything, including KeyboardInterrupt
+            log.flush()
+            log.seek(0)
+            output = log.read()[-2000:]
+            message = ("error", rank, type(e).__name__, str(e), traceback.format_exc(), output)
+        results.put(message)
+        # wait until the message is in the pipe: only then leave the group, so a peer that
+        # notices the departure ("connection closed") cannot report before this rank does
+        results.close()
+        results.join_thread()
     finally:
         if joined:
             dist.destroy_process_group()
         log.flush()
 
 
+class LaunchResults(list):
+    """The list of per-rank results returned by :func:`launch`, rank 0 first, with
+    ``exitcodes``: every worker's exit code (0 when it left the group and exited cleanly)."""
+
+    exitcodes: list
+
+
 def launch(fn: Callable, world_size: int = 2, args: Sequence[Any] = (), *,
-           port: int | None = None, timeout: float = 60.0) -> list[Any]:
+           port: int | None = None, timeout: float = DEFAULT_TIMEOUT) -> LaunchResults:
     r"""Run ``fn(rank, world_size, *args)`` in ``world_size`` new processes joined in one
     gloo process group (rendezvous ``tcp://127.0.0.1:port``) and return the results, rank 0
-    first.
+    first (a :class:`LaunchResults` list; its ``exitcodes`` are all 0 after a clean run).
 
     - ``fn`` must be importable by name (defined at the top level of a module such as
       ``helpers``): the ``spawn`` start method pickles it by reference, so a function
@@ -445,7 +512,12 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence[Any] = (), *,
       with its rank, exception type, message and traceback, and every other worker is
       terminated at once (they may be blocked in a collective waiting for it).
     - ``timeout`` (seconds) bounds the whole run and each collective (gloo's timeout); when
-      it passes the workers are terminated and ``TimeoutError`` is raised.
+      it passes the workers are terminated and ``TimeoutError`` is raised. It only matters
+      for a run that is stuck: a failing worker is reported at once, whatever the timeout.
+    - Clean shutdown: each worker sends its result, then leaves the group
+      (``destroy_process_group``) and exits; the parent waits up to
+      :data:`JOIN_TIMEOUT` seconds for that before returning, and terminates (then kills)
+      only workers still alive after an error, a timeout, or that wait.
     - Results travel back pickled, so they should be small (tensors are copied).
     """
     if not isinstance(world_size, int) or world_size < 1:
@@ -504,7 +576,12 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence[Any] = (), *,
                 missing = sorted(set(range(world_size)) - set(done))
                 raise TimeoutError(f"ranks {missing} of {world_size} gave no result within "
                                    f"{timeout:g} s; all workers were stopped")
-        return [done[r] for r in range(world_size)]
+        out = LaunchResults(done[r] for r in range(world_size))
+        join_deadline = time.monotonic() + JOIN_TIMEOUT
+        for p in procs:  # let every worker leave the group and exit on its own
+            p.join(timeout=max(0.0, join_deadline - time.monotonic()))
+        out.exitcodes = [p.exitcode for p in procs]
+        return out
     finally:
         started = [p for p in procs if p.pid is not None]
         for p in started:
@@ -653,7 +730,8 @@ class _TorchBN(nn.modules.batchnorm._BatchNorm):
 
 def _differences(parts: list[dict], reference: dict) -> dict[str, float]:
     """Largest |difference| per key: outputs and input gradients concatenated over ranks,
-    parameter gradients summed over ranks (what DDP's gradient all-reduce sums), running
+    parameter gradients summed over ranks (DDP's all-reduce sums them, then divides by
+    :math:`W`), running
     statistics compared rank by rank (every rank must hold the global ones)."""
     joined = {
         "output": torch.cat([p["output"] for p in parts]),
@@ -667,10 +745,27 @@ def _differences(parts: list[dict], reference: dict) -> dict[str, float]:
     return {k: diffs[k] for k in DIFFERENCE_KEYS}
 
 
+def per_shard_possible(case: dict, world_size: int) -> bool:
+    """Whether every one of ``world_size`` shards of ``case["x"]`` holds more than one value
+    per channel, which plain (unsynchronised) BatchNorm needs in training."""
+    x = case["x"]
+    per_sample = math.prod(x.shape[2:])
+    return all(s.shape[0] * per_sample > 1 for s in torch.tensor_split(x, world_size))
+
+
 def per_shard_differences(case: dict, world_size: int = 2) -> dict[str, float]:
     """The same differences as :func:`check_sync_batch_norm` for *unsynchronised* BatchNorm:
     each of ``world_size`` shards normalised with its own statistics (torch's BatchNorm,
-    in this process), against BatchNorm over the whole batch."""
+    in this process, in float64 whatever the case's dtype, so only the missing
+    synchronisation is measured), against BatchNorm over the whole batch. Raises ``ValueError`` when a
+    shard holds at most one value per channel (BatchNorm cannot train on it; see
+    :func:`per_shard_possible`)."""
+    x, dy = case["x"], case["dy"]
+    if not per_shard_possible(case, world_size):
+        sizes = [s.shape[0] for s in torch.tensor_split(x, world_size)]
+        raise ValueError(f"unsynchronised BatchNorm cannot train on shards of {sizes} samples of "
+                         f"shape {tuple(x.shape[1:])}: each needs more than 1 value per channel")
+    case = {k: v.double() if isinstance(v, Tensor) else v for k, v in case.items()}
     x, dy = case["x"], case["dy"]
     parts = []
     for xs, dys in zip(torch.tensor_split(x, world_size), torch.tensor_split(dy, world_size)):
@@ -680,29 +775,33 @@ def per_shard_differences(case: dict, world_size: int = 2) -> dict[str, float]:
 
 
 def compare_sync_batch_norm(cases: Sequence[dict], world_size: int = 2, *, timing: bool = False,
-                            port: int | None = None, timeout: float = 60.0) -> list[dict]:
+                            port: int | None = None,
+                            timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
     """Run every case of ``cases`` (from :func:`make_case`) through :class:`SyncBatchNorm` on
-    ``world_size`` processes (one launch for all of them) and compare with BatchNorm over
-    the whole batch. Per case: ``{"sync": differences, "per_shard": differences of
-    unsynchronised BN, "bytes": payload per rank of the forward all_gather / all_reduce and
-    the backward all_reduce, measured on rank 0}``; with ``timing``, the last case also
-    gets ``"timing"``: rank 0's median milliseconds per training step of the layer
-    synchronised and not, and of one bare all_reduce of :math:`2C` numbers
-    (machine-dependent)."""
+    ``world_size`` processes (one launch for all of them; rank :math:`k` gets the
+    :math:`k`-th part of ``torch.tensor_split``, which may be empty) and compare with
+    BatchNorm over the whole batch. Per case: ``{"sync": differences, "per_shard":
+    differences of unsynchronised BN (``None`` where a shard has at most one value per
+    channel, which plain BatchNorm refuses), "bytes": payload per rank of the forward
+    all_gather / all_reduce and the backward all_reduce, measured on rank 0, "exitcodes":
+    the workers' exit codes (0: clean shutdown)}``; with ``timing``, the last case also gets
+    ``"timing"``: rank 0's median milliseconds per training step of the layer synchronised
+    and not, and of one bare all_reduce of :math:`2C` numbers (machine-dependent)."""
     if not cases:
         raise ValueError("compare_sync_batch_norm needs at least one case")
     for case in cases:
-        if case["x"].shape[0] < world_size:
-            raise ValueError(f"a batch of {case['x'].shape[0]} cannot be split over "
-                             f"{world_size} ranks with at least one sample each")
+        if case["x"].shape[0] * math.prod(case["x"].shape[2:]) < 2:
+            raise ValueError(f"a batch of shape {tuple(case['x'].shape)} has fewer than 2 values "
+                             "per channel: BatchNorm cannot train on it, synchronised or not")
     per_rank = launch(_sync_bn_worker, world_size, (list(cases), timing), port=port,
                       timeout=timeout)
     out = []
     for i, case in enumerate(cases):
         parts = [rank_results[i] for rank_results in per_rank]
+        possible = per_shard_possible(case, world_size)
         out.append({"sync": _differences(parts, _reference(case)),
-                    "per_shard": per_shard_differences(case, world_size),
-                    "bytes": parts[0]["bytes"]})
+                    "per_shard": per_shard_differences(case, world_size) if possible else None,
+                    "bytes": parts[0]["bytes"], "exitcodes": list(per_rank.exitcodes)})
         if "timing" in parts[0]:
             out[-1]["timing"] = parts[0]["timing"]
     return out
@@ -710,7 +809,7 @@ def compare_sync_batch_norm(cases: Sequence[dict], world_size: int = 2, *, timin
 
 def check_sync_batch_norm(world_size: int = 2, seed: int = 0, *, stats: str = "merged",
                           dtype: torch.dtype = torch.float64, shift: float = 0.0,
-                          port: int | None = None, timeout: float = 60.0) -> dict[str, float]:
+                          port: int | None = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, float]:
     """Synchronised BatchNorm on ``world_size`` processes, each holding a shard of one batch
     (:func:`make_case` with ``seed``), against torch's BatchNorm on the whole batch in this
     process. Returns the largest absolute differences for ``output``, ``grad_input``,

@@ -19,6 +19,28 @@ torch.set_default_dtype(torch.float32)
 
 
 # ----------------------------------------------------------------------------- moments
+@pytest.mark.parametrize("shape", [(13, 3), (5, 2, 7), (4, 3, 2, 3), (0, 2, 3), (1, 1)])
+def test_channel_sums_match_torch_sum(shape):
+    torch.manual_seed(0)
+    x = torch.randn(*shape, dtype=torch.float64)
+    dims = [0] + list(range(2, len(shape)))
+    torch.testing.assert_close(D.channel_sums(x), x.sum(dims), rtol=0, atol=1e-12)
+
+
+def test_channel_sums_float32_order_is_the_fixed_pairwise_one():
+    np = pytest.importorskip("numpy")
+    torch.manual_seed(0)
+    x = (1e4 + torch.randn(13, 2)).float()
+    for c in range(2):  # by hand in numpy float32: pad to 16 with zeros, add adjacent pairs
+        level = [np.float32(v) for v in x[:, c].tolist()] + [np.float32(0)] * 3
+        while len(level) > 1:
+            level = [level[i] + level[i + 1] for i in range(0, len(level), 2)]
+        assert D.channel_sums(x)[c].item() == float(level[0])
+    # integers up to 2**24 add exactly in float32
+    ints = torch.arange(1000, dtype=torch.float32).reshape(250, 4)
+    assert D.channel_sums(ints).tolist() == ints.double().sum(0).tolist()
+
+
 def test_merge_moments_matches_var_mean_on_uneven_and_empty_shards():
     torch.manual_seed(0)
     x = torch.randn(13, 4, 5, dtype=torch.float64) * 3 + 7
@@ -188,15 +210,60 @@ def test_sync_equals_full_batch_world_size_2_several_cases():
         assert max(r["sync"].values()) < 1e-12, r["sync"]
         # the unsynchronised layer really differs, so the check above can fail
         assert r["per_shard"]["output"] > 0.05 and r["per_shard"]["running_var"] > 1e-3
+        assert r["exitcodes"] == [0, 0]  # clean shutdown: no worker was terminated
     # bytes measured on rank 0 for C = 3, float64: (2C+1) * 8 gathered, 2C * 8 reduced
     assert results[0]["bytes"] == {"all_gather": 56, "all_reduce": 48, "calls": 2}
     assert results[3]["bytes"] == {"all_gather": 0, "all_reduce": 56 + 48, "calls": 2}
 
 
-def test_check_sync_batch_norm_world_size_3():
-    diffs = D.check_sync_batch_norm(world_size=3, seed=0)
-    assert list(diffs) == list(D.DIFFERENCE_KEYS)
-    assert max(diffs.values()) < 1e-12, diffs
+def test_world_size_3_uneven_one_sample_per_rank_and_empty_shard_exit_cleanly():
+    cases = [D.make_case(0),                       # 11 samples: shards of 4, 4, 3
+             D.make_case(2, shape=(3, 4)),         # one sample (one value per channel) per rank
+             D.make_case(3, shape=(2, 3, 4))]      # shards of 1, 1, 0: rank 2 holds nothing
+    results = D.compare_sync_batch_norm(cases, world_size=3)
+    for r in results:
+        assert list(r["sync"]) == list(D.DIFFERENCE_KEYS)
+        assert max(r["sync"].values()) < 1e-12, r["sync"]
+        assert r["exitcodes"] == [0, 0, 0]  # every worker left the group and exited by itself
+    assert results[0]["per_shard"]["output"] > 0.05
+    # plain BatchNorm refuses one value per channel (torch's own check), so there is no
+    # unsynchronised comparison for the last two cases
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        F.batch_norm(cases[1]["x"][:1], None, None, training=True)
+    assert results[1]["per_shard"] is None and results[2]["per_shard"] is None
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        D.per_shard_differences(cases[1], world_size=3)
+
+
+def test_compare_refuses_a_batch_batchnorm_cannot_train_on():
+    with pytest.raises(ValueError, match="fewer than 2 values per channel"):
+        D.compare_sync_batch_norm([D.make_case(0, shape=(1, 3))], world_size=2)
+
+
+def test_one_process_group_reaches_torchs_cpu_check_only_in_training():
+    import os
+
+    import torch.distributed as dist
+
+    before = {k: os.environ.get(k) for k in ("MASTER_ADDR", "GLOO_SOCKET_IFNAME")}
+    layer = nn.SyncBatchNorm(3)
+    x = torch.randn(4, 3, 5)
+    with D.one_process_group():
+        assert dist.is_initialized() and dist.get_world_size() == 1
+        assert os.environ["MASTER_ADDR"] == "127.0.0.1"
+        if D._loopback_interface() and before["GLOO_SOCKET_IFNAME"] is None:
+            assert os.environ["GLOO_SOCKET_IFNAME"] in ("lo", "lo0")
+        with pytest.raises(ValueError, match="expected input tensor to be on GPU"):
+            layer(x)  # training mode, group initialised, CPU tensor
+        layer.eval()
+        torch.testing.assert_close(layer(x), F.batch_norm(x, layer.running_mean,
+                                                          layer.running_var, layer.weight,
+                                                          layer.bias, False))
+    assert not dist.is_initialized()
+    assert {k: os.environ.get(k) for k in before} == before
+    layer.train()
+    torch.testing.assert_close(layer(x), F.batch_norm(x, None, None, layer.weight, layer.bias,
+                                                      True))  # no group: plain BatchNorm
 
 
 def test_failing_worker_is_reraised_without_hanging():
