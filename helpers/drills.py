@@ -29,7 +29,9 @@ The model solutions live here, not in the notebook, so that a drill cell does no
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import re
 from typing import Callable
 
 import torch
@@ -173,8 +175,8 @@ def check_batch_norm_eval(fn: Callable[..., Tensor]) -> CheckResult:
             "the batch's own mean and variance are used. In eval mode BatchNorm normalises with "
             "running_mean and running_var, so a sample's output does not depend on its batch "
             "(and a batch of one works).",
-            "使用了当前 batch 自己的均值和方差。eval 模式下 BatchNorm 用 running_mean 和 running_var "
-            "归一化，样本的输出与它所在的 batch 无关（单个样本的 batch 也能工作）。"),
+            "使用了当前批自己的均值和方差。推理（eval）模式下批归一化用 running_mean 和 running_var "
+            "归一化，样本的输出与它所在的批无关（只有一个样本的批也能工作）。"),
         "variance_without_sqrt": (
             "divided by (running_var + eps) without the square root: running_var is a variance, "
             "divide by sqrt(running_var + eps).",
@@ -249,4 +251,12 @@ def grade(name: str, fn: Callable) -> CheckResult:
         return CheckResult(False, f"… {name}: not written yet. Fill in the body, then run this "
                                   f"cell again. / 还没有实现：写好函数体后重新运行本单元格。",
                            "not_implemented", result.failed_cases)
-    return result
+    return _retitled(result, name)
+
+
+def _retitled(result: CheckResult, name: str) -> CheckResult:
+    """``result`` with the checker's title (``✔ batch_norm: ...``) replaced by the drill's
+    name (``✔ batch_norm_train: ...``) on its headline(s), so each drill reports under its own name."""
+    lines = [re.sub(r"^([✔✘]) [^:：]+([:：])", lambda m: f"{m.group(1)} {name}{m.group(2)}", line)
+             for line in result.message.splitlines()]
+    return dataclasses.replace(result, message="\n".join(lines))

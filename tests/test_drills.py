@@ -40,7 +40,20 @@ def test_model_solutions_match_torch(dtype):
 def test_model_solutions_pass_their_graders(name):
     result = drills.grade(name, drills.model_solution(name))
     assert result.passed, result.message
-    assert result.message.startswith("✔")
+    assert result.message.startswith(f"✔ {name}:")  # each drill reports under its own name
+
+
+def test_a_failing_training_mode_drill_reports_under_its_drill_name():
+    def unbiased(x, weight, bias, eps):  # BatchNorm in training mode with the unbiased variance
+        dims, shape = [0] + list(range(2, x.dim())), [1, -1] + [1] * (x.dim() - 2)
+        xf = x.float()
+        y = (xf - xf.mean(dims, keepdim=True)) / torch.sqrt(xf.var(dims, keepdim=True) + eps)
+        return (y * weight.view(shape) + bias.view(shape)).to(x.dtype)
+
+    result = drills.grade("batch_norm_train", unbiased)
+    assert not result.passed and result.mistake == "unbiased_variance"
+    heads = [line for line in result.message.splitlines() if line.startswith("✘")]
+    assert len(heads) == 2 and all(h.startswith("✘ batch_norm_train") for h in heads), heads
 
 
 # ---------------------------------------------------------------- the eval-mode checker
