@@ -195,3 +195,13 @@ def test_statistic_noise_counts_positions():
     model = experiments.small_cnn("batch", backend="torch")
     rows = experiments.statistic_noise(model, torch.randn(64, 1, 8, 8), batch_sizes=(2,))
     assert [r["values"] for r in rows] == experiments.values_per_statistic(2)
+
+
+def test_training_runs_in_float64_by_default(data):
+    model, loss = experiments.train_small_cnn("group", 64, epochs=1, data=data)
+    assert all(p.dtype == torch.float64 for p in model.parameters())
+    model32, _ = experiments.train_small_cnn("group", 64, epochs=1, data=data, dtype=torch.float32)
+    assert all(p.dtype == torch.float32 for p in model32.parameters())
+    # statistic_noise accepts float32 images for a float64 model
+    bn_model, _ = experiments.train_small_cnn("batch", 64, epochs=1, data=data)
+    assert len(experiments.statistic_noise(bn_model, data[0][:64], batch_sizes=(8,))) == 3
