@@ -5,7 +5,7 @@ Each block has a causal self-attention sub-layer and a feed-forward (FFN) sub-la
 :math:`F`, combined with the residual stream :math:`x` as
 
 - ``"post"`` (Post-LN, Vaswani et al. 2017): :math:`x \leftarrow \mathrm{LN}(x + F(x))`;
-- ``"pre"`` (Pre-LN, Xiong et al. 2020): :math:`x \leftarrow x + F(\mathrm{LN}(x))`, and the
+- ``"pre"`` (Pre-LN, analysed by Xiong et al. 2020): :math:`x \leftarrow x + F(\mathrm{LN}(x))`, and the
   model applies one **final** norm after the last block;
 - ``"deepnorm"`` (Wang et al. 2022): :math:`x \leftarrow \mathrm{LN}(\alpha x + F(x))`, a
   Post-LN block whose shortcut is up-scaled by :math:`\alpha`, together with the DeepNorm
@@ -395,11 +395,12 @@ def check_block_forward(fn, norm_position: str) -> bool:
     given ``norm_position`` (``"post"`` or ``"pre"``, sub-layers in the order attention then
     FFN). Compares with :class:`Block` on random float64 inputs and non-trivial norm
     parameters, prints ``correct`` or which placement the function computes instead, and
-    returns whether it is correct."""
+    returns whether it is correct. The caller's global random state is left unchanged."""
     if norm_position not in ("post", "pre"):
         raise ValueError(f"norm_position must be 'post' or 'pre', got {norm_position!r}")
-    torch.manual_seed(0)
-    block = Block(8, 2, 16, norm_position=norm_position).double()
+    with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
+        torch.manual_seed(0)
+        block = Block(8, 2, 16, norm_position=norm_position).double()
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in block.parameters():
