@@ -373,7 +373,33 @@ def test_check_block_forward_diagnoses(capsys):
     assert not T.check_block_forward(lambda x, *m: x * 2, "pre")
     assert "max difference" in capsys.readouterr().out
     with pytest.raises(ValueError):
-        T.check_block_forward(pre, "deepnorm")
+        T.check_block_forward(pre, "sandwich")
+
+
+def test_check_block_forward_deepnorm(capsys):
+    def deepnorm(x, a, f, n1, n2, alpha):  # LN(alpha x + G(x)), per sub-layer
+        y = n1(alpha * x + a(x))
+        return n2(alpha * y + f(y))
+
+    def on_branch(x, a, f, n1, n2, alpha):
+        y = n1(x + alpha * a(x))
+        return n2(y + alpha * f(y))
+
+    def in_pre_ln(x, a, f, n1, n2, alpha):
+        y = alpha * x + a(n1(x))
+        return alpha * y + f(n2(y))
+
+    def plain_post(x, a, f, n1, n2, alpha):
+        y = n1(x + a(x))
+        return n2(y + f(y))
+
+    assert T.check_block_forward(deepnorm, "deepnorm") and "correct" in capsys.readouterr().out
+    assert not T.check_block_forward(on_branch, "deepnorm")
+    assert "alpha scales the branch" in capsys.readouterr().out
+    assert not T.check_block_forward(in_pre_ln, "deepnorm")
+    assert "Pre-LN block" in capsys.readouterr().out
+    assert not T.check_block_forward(plain_post, "deepnorm")
+    assert "this is Post-LN" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("position", ["post", "pre"])
