@@ -44,10 +44,18 @@ def test_constants_encoder_decoder(n, m):
     assert c["encoder"][0] != pytest.approx(math.pow(2 * n, 0.25), rel=1e-3)
 
 
-def test_constants_match_the_papers_worked_values():
-    # encoder-only N = 6 -> (1.861, 0.380); N = 12 -> (2.213, 0.32) (96^(-1/4) = 0.3195)
+def test_constants_match_hand_computed_values():
+    # encoder-only N = 6 -> (1.861, 0.380); N = 12 -> (2.213, 0.319) (96^(-1/4) = 0.3195)
     assert T.deepnorm_constants(6)["encoder"] == pytest.approx((1.861, 0.380), abs=5e-4)
-    assert T.deepnorm_constants(12)["encoder"] == pytest.approx((2.213, 0.32), abs=5e-3)
+    assert T.deepnorm_constants(12)["encoder"] == pytest.approx((2.213, 0.3195), abs=5e-4)
+    # decoder-only M = 6: 12^(1/4) = sqrt(3.4641) = 1.8612, 48^(-1/4) = 1/sqrt(6.9282)^(1/2) = 0.3799
+    assert T.deepnorm_constants(0, 6)["decoder"] == pytest.approx((1.8612, 0.3799), abs=1e-4)
+    # encoder-decoder N = M = 6: N^4 M = 7776, 7776^(1/16) = exp(8.9588 / 16) = 1.7505, so
+    # encoder 0.81 * 1.7505 = 1.4179, 0.87 / 1.7505 = 0.4970; decoder 18^(1/4) = 2.0598,
+    # 72^(-1/4) = 0.3433
+    c = T.deepnorm_constants(6, 6)
+    assert c["encoder"] == pytest.approx((1.4179, 0.4970), abs=1e-4)
+    assert c["decoder"] == pytest.approx((2.0598, 0.3433), abs=1e-4)
 
 
 @pytest.mark.parametrize("args", [(0, 0), (-1, 0), (0, -3), (1.5, 0), (True, 0), ("6", 0)])
@@ -280,9 +288,34 @@ def test_warmup_factor_and_schedule():
         T.warmup_factor(0, -1)
 
 
-def test_train_reversal_learns_and_prints_progress(capsys):
-    torch.manual_seed(0)
+@pytest.fixture
+def one_thread():
+    """Run a test with one thread and restore the caller's thread count afterwards."""
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_train_reversal_applies_the_warmup_schedule(monkeypatch):
+    lrs = []
+
+    class RecordingAdam(torch.optim.Adam):
+        def step(self, closure=None):
+            lrs.append(self.param_groups[0]["lr"])
+            return super().step(closure)
+
+    monkeypatch.setattr(torch.optim, "Adam", RecordingAdam)
+    torch.manual_seed(0)
+    model = T.TinyTransformer(8, d_model=16, n_heads=2, num_layers=1, max_len=8)
+    T.train_reversal(model, steps=6, lr=1e-3, warmup_steps=4, seq_len=4, vocab_size=8,
+                     eval_size=4, log_every=1)
+    # linear warmup over 4 steps: 1/4, 2/4, 3/4 of the peak, then the peak
+    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3], rel=1e-12)
+
+
+def test_train_reversal_learns_and_prints_progress(capsys, one_thread):
+    torch.manual_seed(0)
     model = T.TinyTransformer(8, d_model=32, n_heads=2, num_layers=2, max_len=8, norm_position="pre")
     out = T.train_reversal(model, steps=150, lr=3e-3, warmup_steps=10, seq_len=4, vocab_size=8,
                            label="pre", eval_size=256)
@@ -340,7 +373,33 @@ def test_check_block_forward_diagnoses(capsys):
     assert not T.check_block_forward(lambda x, *m: x * 2, "pre")
     assert "max difference" in capsys.readouterr().out
     with pytest.raises(ValueError):
-        T.check_block_forward(pre, "deepnorm")
+        T.check_block_forward(pre, "sandwich")
+
+
+def test_check_block_forward_deepnorm(capsys):
+    def deepnorm(x, a, f, n1, n2, alpha):  # LN(alpha x + G(x)), per sub-layer
+        y = n1(alpha * x + a(x))
+        return n2(alpha * y + f(y))
+
+    def on_branch(x, a, f, n1, n2, alpha):
+        y = n1(x + alpha * a(x))
+        return n2(y + alpha * f(y))
+
+    def in_pre_ln(x, a, f, n1, n2, alpha):
+        y = alpha * x + a(n1(x))
+        return alpha * y + f(n2(y))
+
+    def plain_post(x, a, f, n1, n2, alpha):
+        y = n1(x + a(x))
+        return n2(y + f(y))
+
+    assert T.check_block_forward(deepnorm, "deepnorm") and "correct" in capsys.readouterr().out
+    assert not T.check_block_forward(on_branch, "deepnorm")
+    assert "alpha scales the branch" in capsys.readouterr().out
+    assert not T.check_block_forward(in_pre_ln, "deepnorm")
+    assert "Pre-LN block" in capsys.readouterr().out
+    assert not T.check_block_forward(plain_post, "deepnorm")
+    assert "this is Post-LN" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("position", ["post", "pre"])
@@ -367,3 +426,15 @@ def test_norm_input_rms_by_hand(position):
                 expected.append(rms(s))
                 x = _ln(b.norm2, s)
     assert T.norm_input_rms(model, idx) == pytest.approx(expected, rel=1e-9)
+
+
+def test_check_block_forward_leaves_the_callers_random_state_alone(capsys):
+    def pre(x, attn, ffn, norm1, norm2):
+        y = x + attn(norm1(x))
+        return y + ffn(norm2(y))
+
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    assert T.check_block_forward(pre, "pre")
+    torch.testing.assert_close(torch.rand(3), expected, rtol=0, atol=0)
