@@ -282,9 +282,9 @@ def naive_moments(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def two_pass_moments(x: Tensor) -> tuple[Tensor, Tensor]:
     r"""Mean and biased variance over the last dim in two passes: the mean first, then
-    :math:`\sigma^2 = \overline{(x - \bar x)^2}` (``helpers.functional``'s method)."""
-    mean = x.mean(-1, keepdim=True)
-    return mean.squeeze(-1), (x - mean).square().mean(-1)
+    :math:`\sigma^2 = \overline{(x - \bar x)^2}` (:func:`helpers.functional.centred_moments`)."""
+    mean, _, var = HF.centred_moments(x, [-1])
+    return mean.squeeze(-1), var.squeeze(-1)
 
 
 def chan_merge(n_a: float, mean_a: Tensor, m2_a: Tensor, n_b: float, mean_b: Tensor,
