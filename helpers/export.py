@@ -1,0 +1,377 @@
+"""Single-language editions of the course: notebooks, an HTML reading edition and reveal.js
+lecture slides, all of which work without internet access (``make export``, ``make slides``).
+
+Every lesson notebook holds both languages: an English markdown cell tagged ``lang-en`` and
+its Chinese twin tagged ``lang-zh``. An edition for one language drops the other language's
+cells with nbconvert's ``TagRemovePreprocessor`` and keeps every code cell and every output
+unchanged.
+
+    python -m helpers.export notebooks       # build/en/*.ipynb, build/zh/*.ipynb (+ build/images)
+    python -m helpers.export html            # build/html/{index.html, en/*.html, zh/*.html}
+    python -m helpers.export slides          # build/slides/{index.html, en/*.slides.html, zh/...}
+    python -m helpers.export all --lang zh   # one language only
+
+Offline: the pages load MathJax 2, require.js, jQuery and reveal.js from ``vendor/`` beside
+them, and the course stylesheet and CJK font from ``static/`` beside them. Those scripts come
+from the npm packages pinned in ``static/vendor/package-lock.json``, installed once into
+``build/vendor/`` with ``npm ci`` (the only step that needs a package registry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import filecmp
+import html
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import nbformat
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+STATIC = ROOT / "static"
+TEMPLATES = STATIC / "templates"
+BUILD = ROOT / "build"
+
+LANG_TAGS = {"en": "lang-en", "zh": "lang-zh"}
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+# What the pages need from each npm package, relative to the package folder (MathJax 2 ships
+# 73 MB; a page needs the TeX input, the CommonHTML output with its web fonts, and the
+# extensions that the TeX-AMS_CHTML-full configuration loads).
+VENDOR_FILES = {
+    "mathjax": ["MathJax.js", "LICENSE", "config/TeX-AMS_CHTML-full.js", "config/Safe.js",
+                "extensions", "jax/input/TeX", "jax/element", "jax/output/CommonHTML",
+                "jax/output/PreviewHTML", "fonts/HTML-CSS/TeX/woff", "localization"],
+    "requirejs": ["require.js", "README.md"],
+    "jquery": ["dist/jquery.min.js", "LICENSE.txt"],
+    "reveal.js": ["dist", "plugin", "LICENSE"],
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Language:
+    code: str            # "en" / "zh": folder names and the lang-* tag
+    html_lang: str       # the <html lang> attribute (nbconvert takes ISO 639-1 codes only)
+    index_label: str
+    nav_label: str
+    switch_label: str    # label of the link to this language's page from the other one
+
+
+LANGUAGES = {
+    "en": Language("en", "en", "Course index", "Lesson navigation", "English"),
+    "zh": Language("zh", "zh", "课程目录", "课程导航", "中文"),
+}
+
+
+def _log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------- single-language notebooks
+
+def lesson_paths(names: list[str] | None = None) -> list[pathlib.Path]:
+    """The lesson notebooks ``notebooks/NN_*.ipynb`` in order; ``names`` selects by prefix
+    ("01", "02_layer_norm") and raises ``ValueError`` for a name that matches no lesson."""
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if not names:
+        return paths
+    chosen = []
+    for name in names:
+        hits = [p for p in paths if p.stem.startswith(name.removesuffix(".ipynb"))]
+        if not hits:
+            raise ValueError(f"no lesson matches {name!r}; lessons: "
+                             + ", ".join(p.stem for p in paths))
+        chosen += [p for p in hits if p not in chosen]
+    return chosen
+
+
+def _check_lang(lang: str) -> None:
+    if lang not in LANG_TAGS:
+        raise ValueError(f"unknown language {lang!r}; choose from {sorted(LANG_TAGS)}")
+
+
+def single_language(nb: nbformat.NotebookNode, lang: str) -> nbformat.NotebookNode:
+    """A copy of the bilingual notebook ``nb`` holding only ``lang``'s prose.
+
+    The other language's markdown cells are removed by nbconvert's ``TagRemovePreprocessor``
+    (``remove_cell_tags`` = the other ``lang-*`` tag); code cells and their outputs are kept as
+    they are. Raises ``ValueError`` if a markdown cell carries no language tag, so that an
+    untagged cell can't slip into both editions."""
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    _check_lang(lang)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and not set(cell.metadata.get("tags", [])) & set(LANG_TAGS.values()):
+            raise ValueError(f"markdown cell {i} has no lang-en / lang-zh tag")
+    other = {tag for code, tag in LANG_TAGS.items() if code != lang}
+    out = copy.deepcopy(nb)
+    out, _ = TagRemovePreprocessor(remove_cell_tags=other, enabled=True).preprocess(out, {})
+    out.metadata["language"] = LANGUAGES[lang].html_lang
+    title = lesson_title(out)
+    if title:
+        out.metadata["title"] = title
+    return out
+
+
+def lesson_title(nb: nbformat.NotebookNode) -> str:
+    """The text of the first level-1 heading of ``nb`` ("" if none)."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return ""
+
+
+def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib.Path = BUILD) -> list[pathlib.Path]:
+    """Write ``out/<lang>/<lesson>.ipynb`` for every language and lesson, and copy the images
+    the lessons embed (``../images/...``) to ``out/images``. Returns the written paths."""
+    written = []
+    for lang in langs:
+        folder = out / lang
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in lessons:
+            nb = single_language(nbformat.read(path, as_version=4), lang)
+            target = folder / path.name
+            nbformat.write(nb, target)
+            written.append(target)
+            _log(f"[notebooks] {target.relative_to(out.parent)}  ({len(nb.cells)} cells)")
+    _copy_tree(ROOT / "images", out / "images")
+    return written
+
+
+# ---------------------------------------------------------------- offline assets
+
+def _copy_tree(src: pathlib.Path, dst: pathlib.Path) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dst, dirs_exist_ok=True)
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+
+
+def install_vendor(build: pathlib.Path = BUILD) -> pathlib.Path:
+    """``npm ci`` the pinned packages of ``static/vendor`` into ``build/vendor`` (once; again
+    only when the lock file changes). Returns the ``node_modules`` folder."""
+    spec = STATIC / "vendor"
+    target = build / "vendor"
+    modules = target / "node_modules"
+    lock = target / "package-lock.json"
+    if modules.is_dir() and lock.exists() and filecmp.cmp(lock, spec / "package-lock.json", shallow=False):
+        return modules
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("npm was not found. The exported pages load MathJax and reveal.js from "
+                         "files installed once with npm (Node.js): install Node.js and npm "
+                         "(Debian: apt install nodejs npm), then run the export again.")
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy2(spec / name, target / name)
+    _log(f"[vendor] npm ci in {target.relative_to(build.parent)} (MathJax, reveal.js, require.js, jQuery)")
+    result = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                            cwd=target, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"npm ci failed in {target}:\n{result.stdout}\n{result.stderr}")
+    return modules
+
+
+def copy_assets(dest: pathlib.Path, modules: pathlib.Path) -> None:
+    """Put what the pages load beside them: ``dest/vendor/<package>/...`` (the files of
+    ``VENDOR_FILES``) and ``dest/static/`` (course.css and the CJK font with its licence)."""
+    for package, parts in VENDOR_FILES.items():
+        for part in parts:
+            src = modules / package / part
+            if not src.exists():
+                raise FileNotFoundError(f"{src} is missing: is static/vendor/package-lock.json "
+                                        "in step with VENDOR_FILES?")
+            _copy_tree(src, dest / "vendor" / package / part)
+    _copy_tree(STATIC / "course.css", dest / "static" / "course.css")
+    for font in sorted((STATIC / "fonts").iterdir()):
+        _copy_tree(font, dest / "static" / "fonts" / font.name)
+    _copy_tree(ROOT / "images", dest / "images")
+
+
+# ---------------------------------------------------------------- HTML and slides
+
+_LESSON_LINK = re.compile(r"\]\((\d\d_[A-Za-z0-9_]+)\.ipynb(#[^)\s]*)?\)")
+
+
+def _for_static_page(nb: nbformat.NotebookNode, suffix: str) -> nbformat.NotebookNode:
+    """Prepare a single-language notebook for a static page: links between lessons point to
+    the pages (``NN_x.ipynb`` → ``NN_x<suffix>``), and the saved widget state and widget views
+    are dropped (rendering them would fetch the widget library from a CDN), so an explorer
+    shows its text description instead."""
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _LESSON_LINK.sub(lambda m: f"]({m.group(1)}{suffix}{m.group(2) or ''})", cell.source)
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop(WIDGET_VIEW, None)
+    return nb
+
+
+def _exporter(kind: str, lang: str):
+    from nbconvert import HTMLExporter, SlidesExporter
+
+    common = dict(
+        extra_template_basedirs=[str(TEMPLATES)],
+        mathjax_url="../vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
+        require_js_url="../vendor/requirejs/require.js",
+        jquery_url="../vendor/jquery/dist/jquery.min.js",
+        language_code=LANGUAGES[lang].html_lang,
+    )
+    if kind == "html":
+        return HTMLExporter(template_name="course_html", **common)
+    return SlidesExporter(template_name="course_slides", reveal_url_prefix="../vendor/reveal.js",
+                          reveal_scroll=True, reveal_number="c/t", reveal_transition="none", reveal_theme="white",
+                          **common)
+
+
+def _page_name(path: pathlib.Path, kind: str) -> str:
+    return path.stem + (".html" if kind == "html" else ".slides.html")
+
+
+def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: pathlib.Path = BUILD,
+                 modules: pathlib.Path | None = None) -> list[pathlib.Path]:
+    """Write the HTML edition (``kind="html"``: ``out/html/<lang>/NN_x.html``) or the slides
+    (``kind="slides"``: ``out/slides/<lang>/NN_x.slides.html``), with their assets, and the
+    index page ``out/<kind>/index.html`` (slides also refresh the HTML index, which links the
+    decks). Returns the written pages."""
+    if kind not in ("html", "slides"):
+        raise ValueError(f"kind must be 'html' or 'slides', not {kind!r}")
+    root = out / kind
+    modules = modules or install_vendor(out)
+    copy_assets(root, modules)
+    all_lessons = lesson_paths()
+    written = []
+    for lang in langs:
+        exporter = _exporter(kind, lang)
+        other = "zh" if lang == "en" else "en"
+        folder = root / lang
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in lessons:
+            start = time.perf_counter()
+            source = nbformat.read(path, as_version=4)
+            nb = _for_static_page(single_language(source, lang), ".html" if kind == "html" else ".slides.html")
+            i = all_lessons.index(path)
+            neighbours = {}
+            for key, j in (("prev", i - 1), ("next", i + 1)):
+                if 0 <= j < len(all_lessons):
+                    neighbours[key] = {"href": _page_name(all_lessons[j], kind),
+                                       "title": all_lessons[j].stem[:2]}
+            resources = {
+                "metadata": {"name": lesson_title(nb) or path.stem, "path": str(folder)},
+                "course": {
+                    "static": "../static",
+                    "index": "../index.html",
+                    "index_label": LANGUAGES[lang].index_label,
+                    "nav_label": LANGUAGES[lang].nav_label,
+                    "other_lang": LANGUAGES[other].html_lang,
+                    "other_href": f"../{other}/{_page_name(path, kind)}",
+                    "other_label": LANGUAGES[other].switch_label,
+                    **neighbours,
+                },
+            }
+            body, _ = exporter.from_notebook_node(nb, resources=resources)
+            target = folder / _page_name(path, kind)
+            target.write_text(body, encoding="utf-8")
+            written.append(target)
+            _log(f"[{kind}] {target.relative_to(out.parent)}  ({len(body) / 1e6:.1f} MB, "
+                 f"{time.perf_counter() - start:.1f} s)")
+    write_index(root, kind)
+    if kind == "slides" and (out / "html").is_dir():
+        write_index(out / "html", "html")  # link the new decks from the reading edition
+    return written
+
+
+def write_index(root: pathlib.Path, kind: str) -> pathlib.Path:
+    """``root/index.html``: the course map, one row per lesson, with a link to each language's
+    page (or deck) that exists under ``root``; the HTML index also links the slide decks when
+    ``build/slides`` exists beside it."""
+    slides = root.parent / "slides"
+    rows = []
+    for path in lesson_paths():
+        cells = [f'<td class="num">{path.stem[:2]}</td>']
+        for lang in LANGUAGES:
+            page = root / lang / _page_name(path, kind)
+            title = lesson_title(single_language(nbformat.read(path, as_version=4), lang))
+            title = html.escape(title.split("·", 1)[-1].strip())
+            cells.append(f'<td><a href="{lang}/{page.name}" lang="{LANGUAGES[lang].html_lang}">{title}</a></td>'
+                         if page.exists() else f"<td>{title}</td>")
+        if kind == "html":
+            decks = [f'<a href="../slides/{lang}/{_page_name(path, "slides")}">{lang}</a>'
+                     for lang in LANGUAGES if (slides / lang / _page_name(path, "slides")).exists()]
+            cells.append(f"<td>{' · '.join(decks) or '—'}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    what = {"html": ("reading edition", "阅读版"), "slides": ("lecture slides", "课堂幻灯片")}[kind]
+    head = "<th>#</th><th>English</th><th>中文</th>" + ("<th>Slides / 幻灯片</th>" if kind == "html" else "")
+    keys = ("" if kind == "html" else
+            "<p>Keys: → / Space next, ← previous, Esc overview, F full screen, S speaker notes. "
+            "按键：→ 或空格 下一页，← 上一页，Esc 总览，F 全屏，S 演讲者视图。</p>")
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>Normalisation layers in deep learning · 深度学习中的归一化层 — {what[0]}</title>
+<link rel="stylesheet" href="static/course.css">
+</head>
+<body>
+<main class="course-index">
+<h1>Normalisation layers in deep learning<br><span lang="zh">深度学习中的归一化层</span></h1>
+<p>{what[0].capitalize()} · <span lang="zh">{what[1]}</span>. Every page works offline: scripts, styles and fonts are in the folders beside this one.
+<span lang="zh">所有页面均可离线使用：脚本、样式和字体都在本目录旁的文件夹中。</span></p>
+{keys}
+<p><img src="images/norm_map.png" alt="Which elements share statistics in each norm / 各种归一化中哪些元素共享统计量"></p>
+<table>
+<thead><tr>{head}</tr></thead>
+<tbody>
+{chr(10).join(rows)}
+</tbody>
+</table>
+</main>
+</body>
+</html>
+"""
+    target = root / "index.html"
+    target.write_text(page, encoding="utf-8")
+    _log(f"[{kind}] {target.relative_to(root.parent.parent)}")
+    return target
+
+
+# ---------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="+", choices=["notebooks", "html", "slides", "all"])
+    parser.add_argument("--lang", nargs="+", default=list(LANG_TAGS), choices=list(LANG_TAGS))
+    parser.add_argument("--lessons", nargs="*", default=None, metavar="NN",
+                        help="lesson prefixes, e.g. 01 05 (default: all)")
+    parser.add_argument("--out", type=pathlib.Path, default=BUILD)
+    args = parser.parse_args(argv)
+    try:
+        lessons = lesson_paths(args.lessons)
+    except ValueError as err:
+        parser.error(str(err))
+    what = {"notebooks", "html", "slides"} if "all" in args.what else set(args.what)
+    out = args.out.resolve()
+    start = time.perf_counter()
+    if "notebooks" in what:
+        export_notebooks(args.lang, lessons, out)
+    for kind in ("html", "slides"):
+        if kind in what:
+            export_pages(kind, args.lang, lessons, out)
+    _log(f"done in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
