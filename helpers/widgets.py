@@ -598,9 +598,10 @@ def _gradient_profile(num_layers, d_model, n_heads, seq_len, batch_size, vocab_s
 
     out = {}
     for position in ("post", "pre"):
-        torch.manual_seed(seed)
-        model = HT.TinyTransformer(vocab_size, d_model, n_heads=n_heads, num_layers=num_layers,
-                                   max_len=seq_len, norm_position=position)
+        with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG untouched
+            torch.manual_seed(seed)
+            model = HT.TinyTransformer(vocab_size, d_model, n_heads=n_heads, num_layers=num_layers,
+                                       max_len=seq_len, norm_position=position)
         g = torch.Generator().manual_seed(1000 + seed)
         x = HT.markov_tokens(batch_size, seq_len + 1, vocab_size, g)
         loss = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
@@ -617,7 +618,7 @@ def init_gradient_profile(num_layers: int, d_model: int = 32, n_heads: int = 4,
     for ``"post"`` and ``"pre"`` placement: same seed (so the same weights), one batch of
     Markov token streams, next-token cross-entropy, one backward pass. A small model (d = 32,
     16 tokens of 4 sequences) so that it takes well under a second on a laptop CPU; results
-    are cached per argument tuple. Returns ``{"post": [...], "pre": [...]}``, layer 1 first."""
+    are cached per argument tuple, and torch's global random state is left as it was. Returns ``{"post": [...], "pre": [...]}``, layer 1 first."""
     args = [_positive_int(name, v) for name, v in (
         ("num_layers", num_layers), ("d_model", d_model), ("n_heads", n_heads),
         ("seq_len", seq_len), ("batch_size", batch_size), ("vocab_size", vocab_size))]
