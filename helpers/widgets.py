@@ -628,28 +628,35 @@ def init_gradient_profile(num_layers: int, d_model: int = 32, n_heads: int = 4,
     return {k: list(v) for k, v in out.items()}
 
 
-def pre_post_ln_figure(num_layers: int = 12):
+def pre_post_ln_figure(num_layers: int = 12, seeds: tuple[int, ...] = (0, 1, 2)):
     """Figure and readout for :func:`pre_post_ln_explorer`: the per-layer gradient norms of
-    :func:`init_gradient_profile` for Post-LN and Pre-LN at depth ``num_layers``, with the
-    last/first ratio of each. Returns ``(figure, html)``."""
+    :func:`init_gradient_profile` for Post-LN and Pre-LN at depth ``num_layers``, mean over
+    ``seeds`` with a band from the smallest to the largest, and in the readout the mean's
+    first and last layer and their ratio. Returns ``(figure, html)``."""
+    import numpy as np
+
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
     plt = _style()
-    prof = init_gradient_profile(num_layers)
-    layers = list(range(1, num_layers + 1))
+    profiles = [init_gradient_profile(num_layers, seed=s) for s in seeds]
+    layers = np.arange(1, num_layers + 1)
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    ax.plot(layers, prof["post"], "o-", ms=4, color="#4c72b0", label="Post-LN")
-    ax.plot(layers, prof["pre"], "s-", ms=4, color="#c44e52", label="Pre-LN")
+    rows = [("number of layers L", str(num_layers))]
+    for name, key, style, color in (("Post-LN", "post", "o-", "#4c72b0"),
+                                    ("Pre-LN", "pre", "s-", "#c44e52")):
+        g = np.array([p[key] for p in profiles])
+        mean = g.mean(0)
+        ax.plot(layers, mean, style, ms=4, color=color, label=name)
+        ax.fill_between(layers, g.min(0), g.max(0), color=color, alpha=0.2)
+        rows.append((f"{name}: first, last, last/first (mean of {len(seeds)} seeds)",
+                     f"{mean[0]:.3f}, {mean[-1]:.3f}, {mean[-1] / mean[0]:.2f}"))
     ax.set_xlabel("layer index l")
     ax.set_ylabel("‖∂L/∂W₂‖ at initialisation")
-    ax.set_title(f"L = {num_layers} layers (d = 32, one seed)")
+    ax.set_title(f"L = {num_layers} layers (d = 32, mean of {len(seeds)} seeds, band: min to max)")
     ax.set_ylim(0, None)
     ax.set_xlim(0.5, max(num_layers, 2) + 0.5)
     ax.legend()
     fig.tight_layout()
-    rows = [("number of layers L", str(num_layers))]
-    for name, key in (("Post-LN", "post"), ("Pre-LN", "pre")):
-        g = prof[key]
-        rows.append((f"{name}: first, last, last/first",
-                     f"{g[0]:.3f}, {g[-1]:.3f}, {g[-1] / g[0]:.2f}"))
     return fig, _table(rows)
 
 
