@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 # pytest workers for `make test` (override: make test JOBS=1)
 JOBS ?= 2
 
-.PHONY: lab test test-fast bench bench-norms execute flashcards check-python clean help
+.PHONY: lab test test-fast bench bench-norms execute flashcards export slides test-exports \
+	test-browser check-python clean help
 
 help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
@@ -17,6 +18,10 @@ help:
 	@echo "make execute  re-execute every notebook in place (after changing helpers/)"
 	@echo "make bench-norms  time the normalisation kernels against a copy (CPU, and GPU if present)"
 	@echo "make flashcards  write every lesson's interview questions as Anki CSV (build/flashcards/)"
+	@echo "make export  single-language notebooks (build/en, build/zh) and the HTML edition (build/html)"
+	@echo "make slides  reveal.js lecture slides per language (build/slides), offline"
+	@echo "make test-exports  strict nbval over the single-language notebooks"
+	@echo "make test-browser  JupyterLab, RISE, the HTML edition and the slides in headless Chromium"
 
 check-python:
 	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v[:2] == (3, 11) else "Python 3.11 is required (found %d.%d); set PYTHON=/path/to/python3.11" % v[:2])'
@@ -55,6 +60,32 @@ execute: $(STAMP)
 
 flashcards: $(STAMP)
 	$(PY) -m helpers.flashcards
+
+# single-language editions (LESSONS="01 05" for some lessons only); the first run installs
+# MathJax and reveal.js from npm into build/vendor/ (needs Node.js and npm)
+LESSONS ?=
+EXPORT_ARGS := $(if $(LESSONS),--lessons $(LESSONS),)
+export: $(STAMP)
+	$(PY) -m helpers.export notebooks html $(EXPORT_ARGS)
+
+slides: $(STAMP)
+	$(PY) -m helpers.export slides $(EXPORT_ARGS)
+
+test-exports: export
+	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval --nbval-current-env \
+		--nbval-sanitize-with nbval_sanitize.cfg build/en build/zh
+
+# headless Debian Chromium (CHROMIUM=/path to use another), driven by Playwright's Python package
+BROWSER_STAMP := $(VENV)/.installed-browser
+$(BROWSER_STAMP): requirements-browser.txt $(STAMP)
+	$(PY) -m pip install --disable-pip-version-check --no-input -r requirements-browser.txt
+	touch $(BROWSER_STAMP)
+
+test-browser: $(BROWSER_STAMP)
+	$(PY) -m helpers.export all --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
+	BROWSER_LESSON=$(or $(BROWSER_LESSON),03_instance_and_group_norm) \
+		$(PY) -m pytest -v browser_tests
+	@echo "screenshots: build/browser/"
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,346 @@
+"""Real-browser checks (``make test-browser``): headless Chromium, driven by Playwright.
+
+1. JupyterLab on localhost: open a lesson, run all cells from the Run menu, and check that
+   every code cell ran, that only cells tagged ``raises-exception`` show an error, that the
+   figures and the typeset math appear, and that an explorer's slider redraws its figure.
+2. The lesson's English copy (``build/en``) as a live RISE slideshow inside JupyterLab:
+   slides render and advance, with nothing fetched from the internet.
+3. One page of the HTML edition and one exported slide deck, opened from disk with every
+   request off this machine refused: the math is typeset, the course font is used, no file
+   is missing, and the slides advance.
+
+Screenshots go to ``build/browser/``. Chromium is Debian's (``/usr/bin/chromium``, or the
+path in ``$CHROMIUM``); Playwright's own browser download is never used. The lesson is
+``$BROWSER_LESSON`` (default ``03_instance_and_group_norm``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build"
+SHOTS = BUILD / "browser"
+LESSON = os.environ.get("BROWSER_LESSON", "03_instance_and_group_norm")
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# flags for a sandboxed machine with no network: no background connections, no GPU
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-dev-shm-usage"]
+RUN_ALL_TIMEOUT_S = 300
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+def _lesson_notebook() -> dict:
+    path = ROOT / "notebooks" / f"{LESSON}.ipynb"
+    if not path.exists():
+        raise FileNotFoundError(f"BROWSER_LESSON={LESSON!r}: {path} does not exist")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _code_cells(nb: dict) -> list[dict]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture(scope="session")
+def browser():
+    if not pathlib.Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium "
+                    "(apt-get install chromium) or set CHROMIUM=/path/to/chromium")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+class Offline:
+    """A browser context that refuses every request off this machine and records it, and
+    records every request that failed (a missing file, say)."""
+
+    def __init__(self, browser, allow_localhost: bool):
+        self.refused: list[str] = []
+        self.failed: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 800},
+                                           device_scale_factor=1)
+
+        def route(r):
+            url = r.request.url
+            local = url.startswith(("file://", "data:", "blob:")) or (
+                allow_localhost and url.startswith(("http://127.0.0.1:", "ws://127.0.0.1:")))
+            if local:
+                r.continue_()
+            else:
+                self.refused.append(url)
+                r.abort()
+
+        self.context.route("**/*", route)
+
+    def page(self):
+        page = self.context.new_page()
+        page.on("requestfailed", lambda r: self.failed.append(f"{r.url} ({r.failure})"))
+        return page
+
+    def assert_clean(self):
+        assert not self.refused, f"requests off this machine: {self.refused}"
+        missing = [f for f in self.failed if not f.startswith("http://127.0.0.1")]
+        assert not missing, f"requests that failed: {missing}"
+
+
+@pytest.fixture(scope="session")
+def jupyterlab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 with a random token, rendering every cell (no windowing),
+    serving a copy of the lesson (and the images it shows), so that nothing it saves
+    touches the repository."""
+    tmp = tmp_path_factory.mktemp("lab")
+    root = tmp / "course"
+    (root / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / f"{LESSON}.ipynb", root / "notebooks")
+    shutil.copytree(ROOT / "images", root / "images")
+    english = BUILD / "en" / f"{LESSON}.ipynb"  # the single-language copy, for RISE
+    if not english.exists():
+        pytest.fail(f"{english} is missing: run `make export` first")
+    (root / "en").mkdir()
+    shutil.copy(english, root / "en")
+    settings = tmp / "settings"
+    for plugin, values in {
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false",
+                                                         "checkForUpdates": False},
+    }.items():
+        f = settings / f"{plugin}.jupyterlab-settings"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(values))
+    port, token = _free_port(), secrets.token_hex(16)
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+           "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
+           f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        cmd.append("--allow-root")
+    log = open(tmp / "jupyterlab.log", "w")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("JupyterLab did not start:\n" + (tmp / "jupyterlab.log").read_text()[-3000:])
+        time.sleep(0.5)
+    yield base, token, root
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    shutil.copy(tmp / "jupyterlab.log", SHOTS / "jupyterlab.log")
+
+
+# ------------------------------------------------------------------ JupyterLab
+
+def _wait_kernel_idle(page, timeout_s: float) -> None:
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           timeout=timeout_s * 1000)
+
+
+def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
+    base, token, lab_root = jupyterlab
+    nb = _lesson_notebook()
+    code = _code_cells(nb)
+    must_raise = [i for i, c in enumerate(code) if "raises-exception" in c["metadata"].get("tags", [])]
+    committed_pngs = sum(1 for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
+    explorers = [i for i, c in enumerate(code) for o in c.get("outputs", [])
+                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+
+    offline = Offline(browser, allow_localhost=True)
+    page = offline.page()
+    page.goto(f"{base}/lab/tree/notebooks/{LESSON}.ipynb?token={token}")
+    cells = page.locator(".jp-Notebook .jp-CodeCell")
+    try:  # every cell is in the page (windowing is off in the settings above)
+        page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === {len(code)}",
+                               timeout=90_000)
+    finally:
+        page.screenshot(path=str(SHOTS / f"lab_{LESSON}_opened.png"))
+    _wait_kernel_idle(page, 120)
+
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+
+    prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt")
+    deadline = time.monotonic() + RUN_ALL_TIMEOUT_S
+    quiet_since = None
+    while True:  # until nothing is running or queued for 3 s
+        busy = "[*]:" in [t.strip() for t in prompts.all_inner_texts()] or not page.locator(
+            ".jp-Notebook-ExecutionIndicator[data-status='idle']").count()
+        quiet_since = None if busy else (quiet_since or time.monotonic())
+        if quiet_since and time.monotonic() - quiet_since > 3:
+            break
+        assert time.monotonic() < deadline, f"still running after {RUN_ALL_TIMEOUT_S} s"
+        page.wait_for_timeout(500)
+    # save (the copy in a temporary folder) and read back what ran: every cell, in order
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+    page.keyboard.press("Control+s")
+    page.wait_for_timeout(1500)
+    saved = json.loads((lab_root / "notebooks" / f"{LESSON}.ipynb").read_text(encoding="utf-8"))
+    counts = [c.get("execution_count") for c in _code_cells(saved)]
+    assert counts == list(range(1, len(code) + 1)), f"execution counts after Run All: {counts}"
+    page.screenshot(path=str(SHOTS / f"lab_{LESSON}_top.png"))
+
+    # errors: exactly the cells written to raise
+    stderr = "[data-mime-type='application/vnd.jupyter.stderr']"
+    shown = [i for i in range(len(code)) if cells.nth(i).locator(stderr).count()]
+    assert shown == must_raise, (f"cells showing an error or warning: {shown}; "
+                                 f"cells tagged raises-exception: {must_raise}")
+
+    # figures: every committed figure is drawn again, each a real image
+    imgs = page.locator(".jp-OutputArea-output[data-mime-type='image/png'] img")
+    assert imgs.count() >= committed_pngs > 0
+    widths = imgs.evaluate_all("els => els.map(e => e.naturalWidth)")
+    assert min(widths) > 100, f"an output image did not load: widths {widths}"
+    imgs.first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"lab_{LESSON}_figure.png"))
+
+    # math: typeset by JupyterLab's MathJax, with no TeX errors
+    page.wait_for_function("document.querySelectorAll('.jp-MarkdownCell mjx-container').length > 0",
+                           timeout=30_000)
+    assert page.locator("mjx-merror").count() == 0, "a formula failed to typeset"
+
+    # an explorer: its slider moves and its figure is redrawn by the kernel
+    if explorers:
+        cell = cells.nth(explorers[0])
+        widget_img = cell.locator(".jupyter-widgets img").first
+        widget_img.wait_for(timeout=30_000)
+        before = widget_img.get_attribute("src")
+        handle = cell.locator(".widget-slider .noUi-handle, .widget-slider input").first
+        handle.focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("([el, src]) => el.getAttribute('src') !== src",
+                               arg=[widget_img.element_handle(), before], timeout=30_000)
+        cell.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"lab_{LESSON}_explorer.png"))
+
+    offline.assert_clean()
+    offline.context.close()
+
+
+def test_rise_slideshow_in_jupyterlab(browser, jupyterlab):
+    base, token, _ = jupyterlab
+    offline = Offline(browser, allow_localhost=True)
+    page = offline.page()
+    page.goto(f"{base}/rise/en/{LESSON}.ipynb?token={token}")
+    page.wait_for_selector(".reveal .slides section", timeout=90_000)
+    page.wait_for_selector(".reveal .slides section.present", timeout=30_000)
+    first = page.locator(".reveal .slides section.present").first.inner_text()
+    page.screenshot(path=str(SHOTS / f"rise_{LESSON}_1.png"))
+    page.locator(".reveal").click()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("t => document.querySelector('.reveal .slides section.present')"
+                           ".innerText !== t", arg=first, timeout=15_000)
+    page.screenshot(path=str(SHOTS / f"rise_{LESSON}_2.png"))
+    offline.assert_clean()
+    offline.context.close()
+
+
+# ------------------------------------------------------------------ exported pages, offline
+
+def _exported(path: pathlib.Path) -> str:
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make export slides` first")
+    return path.as_uri()
+
+
+def _wait_mathjax2(page) -> None:
+    page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0 "
+                           "&& document.querySelectorAll('.MathJax_CHTML').length > 0",
+                           timeout=60_000)
+    page.evaluate("document.fonts.ready.then(() => true)")
+
+
+def _uses_course_font(page, selector: str) -> bool:
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    return any(f["familyName"] == "Course Noto Sans CJK SC" for f in fonts)
+
+
+def test_html_page_offline(browser):
+    offline = Offline(browser, allow_localhost=False)
+    page = offline.page()
+    page.goto(_exported(BUILD / "html" / "zh" / f"{LESSON}.html"))
+    _wait_mathjax2(page)
+    assert page.locator(".MathJax_Error, .mjx-merror").count() == 0
+    assert page.locator("html").get_attribute("lang") == "zh"
+    assert page.locator(".jp-OutputArea-output img").count() > 0
+    assert page.locator(".course-nav a[hreflang='en']").count() > 0
+    page.screenshot(path=str(SHOTS / f"html_zh_{LESSON}.png"))
+    index = offline.page()
+    index.goto(_exported(BUILD / "html" / "index.html"))
+    assert index.locator("tbody tr").count() == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    index.screenshot(path=str(SHOTS / "html_index.png"))
+    offline.assert_clean()
+    # last: DevTools' CSS inspection itself makes a request that the check above would see
+    assert _uses_course_font(page, ".jp-MarkdownCell h1"), "the heading is not in the course font"
+    offline.context.close()
+
+
+def test_slides_offline(browser):
+    offline = Offline(browser, allow_localhost=False)
+    page = offline.page()
+    page.goto(_exported(BUILD / "slides" / "en" / f"{LESSON}.slides.html"))
+    page.wait_for_selector(".reveal.ready .slide-number", timeout=60_000)
+    _wait_mathjax2(page)
+    assert page.locator(".MathJax_Error, .mjx-merror").count() == 0
+    first = page.locator(".slide-number").inner_text()
+    assert re.fullmatch(r"1 / \d+", first.strip()), first
+    total = int(first.split("/")[1])
+    assert total > 5
+    page.screenshot(path=str(SHOTS / f"slides_en_{LESSON}_1.png"))
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('.slide-number').innerText.trim().startsWith('2 ')",
+                           timeout=10_000)
+    # jump to the first slide after the second whose content holds typeset math
+    with_math = page.evaluate("""() => {
+        const tops = [...document.querySelectorAll('.reveal .slides > section')];
+        return tops.findIndex((s, i) => i >= 2 && s.querySelector('.MathJax_CHTML'));
+    }""")
+    assert with_math >= 2, "no slide holds typeset math"
+    page.evaluate(f"location.hash = '#/{with_math}'")
+    page.wait_for_function(f"() => location.hash === '#/{with_math}' && "
+                           "document.querySelector('.reveal .slides > section.present .MathJax_CHTML')",
+                           timeout=10_000)
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(SHOTS / f"slides_en_{LESSON}_math.png"))
+    offline.assert_clean()
+    offline.context.close()
