@@ -7,7 +7,7 @@
    slides render and advance, with nothing fetched from the internet.
 3. One page of the HTML edition and one exported slide deck, opened from disk with every
    request off this machine refused: the math is typeset, the course font is used, no file
-   is missing, and the slides advance.
+   is missing, and → steps through every slide of the deck.
 
 Screenshots go to ``build/browser/``. Chromium is Debian's (``/usr/bin/chromium``, or the
 path in ``$CHROMIUM``); Playwright's own browser download is never used. The lesson is
@@ -336,10 +336,16 @@ def test_slides_offline(browser):
         return tops.findIndex((s, i) => i >= 2 && s.querySelector('.MathJax_CHTML'));
     }""")
     assert with_math >= 2, "no slide holds typeset math"
+    # → steps through every slide, sub-slides and fragments included, to the last one
+    steps = total + page.locator(".reveal .slides .fragment").count()
+    for _ in range(steps):
+        if page.locator(".slide-number").inner_text().strip() == f"{total} / {total}":
+            break
+        page.keyboard.press("ArrowRight")
+    assert page.locator(".slide-number").inner_text().strip() == f"{total} / {total}"
     page.evaluate(f"location.hash = '#/{with_math}'")
-    page.wait_for_function(f"() => location.hash === '#/{with_math}' && "
-                           "document.querySelector('.reveal .slides > section.present .MathJax_CHTML')",
-                           timeout=10_000)
+    page.wait_for_function(f"() => document.querySelectorAll('.reveal .slides > section')[{with_math}]"
+                           ".classList.contains('present')", timeout=10_000)
     page.wait_for_timeout(500)
     page.screenshot(path=str(SHOTS / f"slides_en_{LESSON}_math.png"))
     offline.assert_clean()

@@ -314,8 +314,8 @@ def write_index(root: pathlib.Path, kind: str) -> pathlib.Path:
     what = {"html": ("reading edition", "阅读版"), "slides": ("lecture slides", "课堂幻灯片")}[kind]
     head = "<th>#</th><th>English</th><th>中文</th>" + ("<th>Slides / 幻灯片</th>" if kind == "html" else "")
     keys = ("" if kind == "html" else
-            "<p>Keys: → / Space next, ← previous, Esc overview, F full screen, S speaker notes. "
-            "按键：→ 或空格 下一页，← 上一页，Esc 总览，F 全屏，S 演讲者视图。</p>")
+            "<p>Keys: → or Space next, ← previous, Esc overview, F full screen, S speaker view. "
+            '<span lang="zh">按键：→ 或空格 下一页，← 上一页，Esc 总览，F 全屏，S 演讲者视图。</span></p>')
     page = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -327,8 +327,8 @@ def write_index(root: pathlib.Path, kind: str) -> pathlib.Path:
 <body>
 <main class="course-index">
 <h1>Normalisation layers in deep learning<br><span lang="zh">深度学习中的归一化层</span></h1>
-<p>{what[0].capitalize()} · <span lang="zh">{what[1]}</span>. Every page works offline: scripts, styles and fonts are in the folders beside this one.
-<span lang="zh">所有页面均可离线使用：脚本、样式和字体都在本目录旁的文件夹中。</span></p>
+<p>{what[0].capitalize()} · <span lang="zh">{what[1]}</span>. Every page works offline: scripts, styles and fonts are in the <code>vendor/</code> and <code>static/</code> folders next to this page (copy the whole folder).
+<span lang="zh">所有页面均可离线使用：脚本、样式和字体都在本页所在目录下的 <code>vendor/</code> 与 <code>static/</code> 文件夹中（请整个文件夹一起拷贝）。</span></p>
 {keys}
 <p><img src="images/norm_map.png" alt="Which elements share statistics in each norm / 各种归一化中哪些元素共享统计量"></p>
 <table>

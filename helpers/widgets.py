@@ -359,8 +359,8 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
 
 
 def ln_eps_explorer(input_std: float = 1e-3, eps: float = 1e-5) -> Explorer:
-    r"""Explorer (lesson 02): sliders for :math:`\log_{10}\epsilon` (:math:`10^{-12}` to
-    :math:`10^{-1}`) and for the input's standard deviation (:math:`10^{-5}` to 10) redraw
+    r"""Explorer (lesson 02): sliders for the input's standard deviation (:math:`10^{-5}` to
+    10) and for :math:`\log_{10}\epsilon` (:math:`10^{-12}` to :math:`10^{-1}`) redraw
     :func:`ln_eps_figure`."""
     _positive("input_std", input_std)
     _positive("eps", eps)
@@ -394,8 +394,8 @@ def group_norm_channels(x: Tensor, num_groups: int, eps: float = 1e-5) -> dict:
 
     G = 1 is LayerNorm over (C, \*), G = C InstanceNorm. Returns ``output``, ``group`` (the
     group of each channel), ``group_size`` m, and ``channel_mean``, ``channel_std`` ((N, C):
-    mean and biased standard deviation of the output over each channel's positions; 0 and
-    about 1 for every channel only when G = C)."""
+    mean and biased standard deviation of the output over each channel's positions: always 0
+    and about 1 for every channel when G = C, in general not otherwise)."""
     if x.dim() < 2:
         raise ValueError(f"expected an (N, C, *) input, got shape {list(x.shape)}")
     n, c = x.shape[:2]
@@ -617,8 +617,9 @@ def init_gradient_profile(num_layers: int, d_model: int = 32, n_heads: int = 4,
     weight, Xiong et al. 2020) of a ``helpers.transformer.TinyTransformer`` at initialisation,
     for ``"post"`` and ``"pre"`` placement: same seed (so the same weights), one batch of
     Markov token streams, next-token cross-entropy, one backward pass. A small model (d = 32,
-    16 tokens of 4 sequences) so that it takes well under a second on a laptop CPU; results
-    are cached per argument tuple, and torch's global random state is left as it was. Returns ``{"post": [...], "pre": [...]}``, layer 1 first."""
+    4 sequences of 16 tokens) so that it takes well under a second on a laptop CPU; results
+    are cached per argument tuple, and torch's global random state is left as it was.
+    Returns ``{"post": [...], "pre": [...]}``, layer 1 first."""
     args = [_positive_int(name, v) for name, v in (
         ("num_layers", num_layers), ("d_model", d_model), ("n_heads", n_heads),
         ("seq_len", seq_len), ("batch_size", batch_size), ("vocab_size", vocab_size))]

@@ -1,7 +1,7 @@
 """The set-up contract of the README: in the virtual environment that `make lab` / `make
 test` create, `import helpers` works from any folder (the repository root, `notebooks/`,
 anywhere else) in a fresh interpreter or kernel, without PYTHONPATH; and `.ci/run` runs the
-README's own test command."""
+README's own test command (then the exports and the browser test)."""
 
 import os
 import pathlib
@@ -32,4 +32,7 @@ def test_ci_runs_the_readme_test_command():
     assert "make test   # run every test" in readme
     commands = [line.strip() for line in ci.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
-    assert commands[-1] == "make test"
+    makes = [c for c in commands if c.startswith("make ")]
+    # the README's command first, then the editions, their nbval run and the browser test
+    assert makes == ["make test", "make export slides", "make test-exports", "make test-browser"]
+    assert commands.index("set -euo pipefail") < commands.index("make test")

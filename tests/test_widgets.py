@@ -322,3 +322,21 @@ def test_pre_post_explorer_slider_updates_image_and_readout():
         W.pre_post_ln_figure(3, seeds=())
     with pytest.raises(ValueError, match="num_layers must be an integer from 1 to 24"):
         W.pre_post_ln_explorer(25)
+
+
+def test_depth_explorer_shows_what_lesson_05_asks():
+    """Lesson 05's explorer asks the reader to predict two things; with the explorer's own
+    model and seeds (mean of 3) they must hold: Pre-LN's last-layer gradient shrinks as L
+    grows, and Pre-LN's profile falls toward the output while Post-LN's does not."""
+    import numpy as np
+
+    from helpers.widgets import init_gradient_profile
+
+    def mean_profile(L, key):
+        return np.mean([init_gradient_profile(L, seed=s)[key] for s in (0, 1, 2)], axis=0)
+
+    pre_last = [mean_profile(L, "pre")[-1] for L in (1, 12, 24)]
+    assert pre_last[0] > pre_last[1] > pre_last[2]
+    for L in (12, 24):
+        pre, post = mean_profile(L, "pre"), mean_profile(L, "post")
+        assert pre[-1] / pre[0] < 1 < post[-1] / post[0]
