@@ -307,7 +307,9 @@ def test_html_page_offline(browser):
     page.screenshot(path=str(SHOTS / f"html_zh_{LESSON}.png"))
     index = offline.page()
     index.goto(_exported(BUILD / "html" / "index.html"))
-    assert index.locator("tbody tr").count() == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    lessons = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+    assert index.locator("table.course-pages tbody tr").count() == lessons
+    assert index.locator("table").count() == 3  # course map in English, in Chinese, and the pages
     index.screenshot(path=str(SHOTS / "html_index.png"))
     offline.assert_clean()
     # last: DevTools' CSS inspection itself makes a request that the check above would see

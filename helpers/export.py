@@ -292,6 +292,38 @@ def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: 
     return written
 
 
+def course_map(lang: str) -> str:
+    """Lesson 00's course-map table in ``lang`` (the first markdown table that links to the
+    lessons), as markdown. Raises ``ValueError`` if lesson 00 has none."""
+    intro = single_language(nbformat.read(lesson_paths(["00"])[0], as_version=4), lang)
+    for cell in intro.cells:
+        if cell.cell_type != "markdown":
+            continue
+        lines = cell.source.splitlines()
+        rows = [i for i, line in enumerate(lines) if line.startswith("|")]
+        if rows and any(_LESSON_LINK.search(lines[i]) for i in rows):
+            start = rows[0]
+            end = start
+            while end + 1 < len(lines) and lines[end + 1].startswith("|"):
+                end += 1
+            return "\n".join(lines[start:end + 1])
+    raise ValueError(f"lesson 00 ({lang}) has no course-map table")
+
+
+def _course_map_html(root: pathlib.Path, kind: str, lang: str) -> str:
+    """:func:`course_map` as HTML, its lesson links pointing to the pages under ``root`` (a
+    lesson not exported keeps its name as plain text)."""
+    import mistune
+
+    def link(m: re.Match) -> str:
+        page = f"{lang}/{_page_name(pathlib.Path(m.group(1)), kind)}"
+        return f"]({page})" if (root / page).exists() else "]()"
+
+    table = _LESSON_LINK.sub(link, course_map(lang))
+    html_table = mistune.create_markdown(plugins=["table"])(table)
+    return re.sub(r'<a href="">(.*?)</a>', r"\1", html_table)
+
+
 def write_index(root: pathlib.Path, kind: str) -> pathlib.Path:
     """``root/index.html``: the course map, one row per lesson, with a link to each language's
     page (or deck) that exists under ``root``; the HTML index also links the slide decks when
@@ -331,7 +363,14 @@ def write_index(root: pathlib.Path, kind: str) -> pathlib.Path:
 <span lang="zh">所有页面均可离线使用：脚本、样式和字体都在本页所在目录下的 <code>vendor/</code> 与 <code>static/</code> 文件夹中（请整个文件夹一起拷贝）。</span></p>
 {keys}
 <p><img src="images/norm_map.png" alt="Which elements share statistics in each norm / 各种归一化中哪些元素共享统计量"></p>
-<table>
+<h2>Course map</h2>
+{_course_map_html(root, kind, "en")}
+<h2 lang="zh">课程地图</h2>
+<div lang="zh">
+{_course_map_html(root, kind, "zh")}
+</div>
+<h2>{"Pages" if kind == "html" else "Decks"} · <span lang="zh">{"页面" if kind == "html" else "幻灯片"}</span></h2>
+<table class="course-pages">
 <thead><tr>{head}</tr></thead>
 <tbody>
 {chr(10).join(rows)}

@@ -166,11 +166,28 @@ def test_slides_follow_the_slide_metadata(exported):
 def test_index_lists_every_lesson_in_both_languages(exported):
     out, _ = exported
     index = (out / "html" / "index.html").read_text(encoding="utf-8")
-    assert index.count("<tr>") == 1 + len(export.lesson_paths())
+    pages = index.split('<table class="course-pages">')[1]
+    assert pages.count("<tr>") == 1 + len(export.lesson_paths())
     assert 'href="en/03_instance_and_group_norm.html"' in index
     assert 'href="zh/03_instance_and_group_norm.html"' in index
     assert 'href="en/01_batch_norm.html"' not in index  # not exported: no dead link
     assert 'href="../slides/en/03_instance_and_group_norm.slides.html"' in index
+    # lesson 00's course map, in each language, linking the exported page only
+    maps = index.split('<table class="course-pages">')[0]
+    assert maps.count('href="en/03_instance_and_group_norm.html"') == 1
+    assert maps.count('href="zh/03_instance_and_group_norm.html"') == 1
+    assert ".ipynb" not in maps and 'href=""' not in maps
+    assert "实例归一化与组归一化" in maps and "InstanceNorm and GroupNorm" in maps
+
+
+def test_course_map_is_lesson_00s_table():
+    source = "".join(c for cell in raw(ROOT / "notebooks" / "00_introduction.ipynb")["cells"]
+                     for c in cell["source"])
+    for lang in ("en", "zh"):
+        table = export.course_map(lang)
+        assert table in source
+        rows = table.splitlines()
+        assert rows[1].startswith("|---") and len(rows) == 2 + len(export.lesson_paths())
 
 
 def test_export_pages_rejects_unknown_kind(tmp_path):
