@@ -39,7 +39,6 @@ STATIC = ROOT / "static"
 TEMPLATES = STATIC / "templates"
 BUILD = ROOT / "build"
 
-LANG_TAGS = {"en": "lang-en", "zh": "lang-zh"}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 # What the pages need from each npm package, relative to the package folder (MathJax 2 ships
@@ -68,6 +67,7 @@ LANGUAGES = {
     "en": Language("en", "en", "Course index", "Lesson navigation", "English"),
     "zh": Language("zh", "zh", "课程目录", "课程导航", "中文"),
 }
+LANG_TAGS = {code: f"lang-{code}" for code in LANGUAGES}
 
 
 def _log(msg: str) -> None:
@@ -254,7 +254,7 @@ def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: 
     written = []
     for lang in langs:
         exporter = _exporter(kind, lang)
-        other = "zh" if lang == "en" else "en"
+        (other,) = (code for code in LANGUAGES if code != lang)
         folder = root / lang
         folder.mkdir(parents=True, exist_ok=True)
         for path in lessons:
