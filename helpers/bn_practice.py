@@ -40,7 +40,9 @@ __all__ = [
     "param_groups_weight_decay", "weight_norm_trace", "FrozenBatchNorm2d", "freeze_batch_norm",
     "small_convnet", "batch_renorm", "renorm_corrections", "batch_renorm_backward", "BatchRenormFunction",
     "BatchRenorm1d", "BatchRenorm2d", "renorm_limits", "ghost_batch_norm", "residual_mlp",
-    "plot_variance_shift", "plot_weight_norms",
+    "plot_variance_shift", "plot_weight_norms", "set_renorm_limits", "Progress", "spread",
+    "dropout_experiment", "weight_decay_experiment", "finetune_experiment", "renorm_experiment",
+    "placement_experiment",
 ]
 
 DTYPE = torch.float64
@@ -355,7 +357,8 @@ def param_groups_weight_decay(model: nn.Module, weight_decay: float = 1e-5,
     r"""Two optimiser groups, with timm's rule (``timm/optim/_param_groups.py``,
     ``param_groups_weight_decay``): a trainable parameter gets **no** weight decay when
     ``param.ndim <= 1`` (norm gains and shifts, biases, scalars), or its name ends with
-    ``".bias"``, or its name is in ``no_weight_decay_list``; every other one (weight matrices,
+    ``".bias"``, or its name is in ``no_weight_decay_list`` (current timm matches wildcard
+    patterns there); every other one (weight matrices,
     conv kernels, embeddings) gets ``weight_decay``. Frozen parameters are left out.
     Returns ``[{"params": no_decay, "weight_decay": 0.0}, {"params": decay,
     "weight_decay": weight_decay}]``. Used in lesson 10."""
@@ -628,7 +631,7 @@ class BatchRenorm2d(_BatchRenorm):
 def renorm_limits(step: int, total: int, warmup: float = 5 / 40, r_full: float = 1.0,
                   d_full: float = 25 / 40, rmax_end: float = 3.0,
                   dmax_end: float = 5.0) -> tuple[float, float]:
-    r"""``(rmax, dmax)`` at ``step`` of ``total``: Ioffe 2017 (§4) keeps :math:`r_\max = 1,
+    r"""``(rmax, dmax)`` at ``step`` of ``total``: Ioffe 2017 (experiments) keeps :math:`r_\max = 1,
     d_\max = 0` for the first 5k steps, then relaxes them to reach :math:`r_\max = 3` at 40k
     steps and :math:`d_\max = 5` at 25k. Here the same shape rescaled to ``total`` steps
     (40k -> ``total``; fractions ``warmup``, ``d_full``, ``r_full`` of it), relaxed linearly
@@ -765,3 +768,171 @@ def plot_weight_norms(traces: dict[str, list[tuple[int, float]]], lr: float, ste
         ax.legend()
     fig.tight_layout()
     return fig
+
+
+# --------------------------------------------------------------------------------------
+# the lesson's experiments (each a few seconds on one CPU thread)
+# --------------------------------------------------------------------------------------
+class Progress:
+    """One line that a Jupyter front end updates in place ("label: k/n"), so a stored
+    notebook keeps only the final line; nothing is shown outside IPython, and nothing goes to
+    stderr."""
+
+    def __init__(self, total: int, label: str, show: bool = True) -> None:
+        self.total, self.label, self.done, self.handle = total, label, 0, None
+        if show:
+            try:
+                from IPython import get_ipython
+                from IPython.display import Pretty, display
+                if get_ipython() is not None:
+                    self.handle = display(Pretty(f"{label}: 0/{total}"), display_id=True)
+            except ImportError:  # pragma: no cover - IPython is a dependency of the course
+                self.handle = None
+
+    def step(self) -> None:
+        self.done += 1
+        if self.handle is not None:
+            from IPython.display import Pretty
+            self.handle.update(Pretty(f"{self.label}: {self.done}/{self.total} runs done"))
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    """``"mean (min-max)"`` of ``values``, e.g. ``"3.5 (2.8-4.2)"``. Used in lesson 10."""
+    return (f"{sum(values) / len(values):.{digits}f} "
+            f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+
+def dropout_experiment(configs: dict[str, dict], seeds=(0, 1, 2), steps: int = 200,
+                       lr: float = 0.05, batch_size: int = 64, progress: bool = True) -> list[dict]:
+    """For each labelled :func:`mlp` configuration and seed: train on the digits
+    (:func:`train`), then measure the test error in eval mode, the test error after
+    :func:`recompute_bn_statistics` over the training set (dropout off), and
+    :func:`variance_shift` on the test set before and after recomputing. One row per run:
+    ``label``, ``seed``, ``error``, ``recomputed``, ``shift`` (list per BN layer),
+    ``shift_after``, ``ratio`` (test/train variance per layer), ``rows`` (the raw
+    :func:`variance_shift` rows). Used in lesson 10."""
+    x, y, xt, yt = digits_data()
+    bar = Progress(len(configs) * len(seeds), "dropout runs", progress)
+    out = []
+    for label, kw in configs.items():
+        for seed in seeds:
+            model = mlp(seed=seed, **kw)
+            train(model, x, y, steps, lr=lr, batch_size=batch_size, seed=seed)
+            fixed = recompute_bn_statistics(model, x)
+            rows = variance_shift(model, xt, seed=seed)
+            out.append({"label": label, "seed": seed, "error": test_error(model, xt, yt),
+                        "recomputed": test_error(fixed, xt, yt),
+                        "shift": [r["shift"] for r in rows],
+                        "shift_after": [r["shift"] for r in variance_shift(fixed, xt, seed=seed)],
+                        "ratio": [r["test_over_train"] for r in rows], "rows": rows})
+            bar.step()
+    return out
+
+
+def weight_decay_experiment(settings: dict[str, tuple[float, bool]], seeds=(0, 1, 2),
+                            steps: int = 200, lr: float = 0.05, batch_size: int = 64,
+                            progress: bool = True) -> list[dict]:
+    """For each labelled ``(weight_decay, exclude)`` and seed, train :func:`mlp` with weight
+    decay on every parameter (``exclude=False``) or with :func:`param_groups_weight_decay`
+    (``exclude=True``). One row per run: ``label``, ``seed``, ``error``, ``gamma_first`` and
+    ``gamma_last`` (mean |γ| of the first and last BatchNorm), ``w_norm`` (‖W‖ of the second
+    hidden Linear). Used in lesson 10."""
+    x, y, xt, yt = digits_data()
+    bar = Progress(len(settings) * len(seeds), "weight-decay runs", progress)
+    out = []
+    for label, (wd, exclude) in settings.items():
+        for seed in seeds:
+            model = mlp(seed=seed)
+            groups = (param_groups_weight_decay(model, wd) if exclude
+                      else [{"params": list(model.parameters()), "weight_decay": wd}])
+            train(model, x, y, steps, lr=lr, batch_size=batch_size, seed=seed, param_groups=groups)
+            bns = _batch_norms(model)
+            out.append({"label": label, "seed": seed, "error": test_error(model, xt, yt),
+                        "gamma_first": float(bns[0].weight.detach().abs().mean()),
+                        "gamma_last": float(bns[-1].weight.detach().abs().mean()),
+                        "w_norm": float(model[3].weight.detach().norm())})
+            bar.step()
+    return out
+
+
+def finetune_experiment(modes=("train", "eval", "frozen"), seeds=(0, 1, 2),
+                        pretrain_steps: int = 300, steps: int = 300, lr: float = 0.01,
+                        batch_size: int = 2, progress: bool = True) -> tuple[float, list[dict]]:
+    r"""Pretrain :func:`small_convnet` (BatchNorm, seed 0) on digits 0-4 (batch 32, lr 0.1,
+    ``pretrain_steps``), then for each mode and seed replace the classifier by a new
+    Linear(16, 5) (drawn with seed 100 + seed) and fine-tune everything trainable on digits
+    5-9 at ``batch_size`` for ``steps`` steps (lr ``lr``):
+
+    - ``"train"``: BatchNorm in training mode (batch statistics, running statistics updated);
+    - ``"eval"``: BatchNorm layers put in ``eval()`` before every step (running statistics
+      fixed, γ and β still trained);
+    - ``"frozen"``: :func:`freeze_batch_norm` (statistics, γ and β all fixed buffers).
+
+    Returns the pretrained model's test error on 0-4 and one row per run: ``mode``,
+    ``seed``, ``error`` (test error % on digits 5-9, eval mode). Used in lesson 10."""
+    a = digits_data(images=True, classes=range(5))
+    b = digits_data(images=True, classes=range(5, 10))
+    base = small_convnet(seed=0)
+    train(base, a[0], a[1], pretrain_steps, lr=0.1, batch_size=32, seed=0)
+    base_error = test_error(base, a[2], a[3])
+    bar = Progress(len(modes) * len(seeds), "fine-tuning runs", progress)
+    rows = []
+    for mode in modes:
+        for seed in seeds:
+            model = copy.deepcopy(base)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(100 + seed)
+                model[-1] = nn.Linear(model[-1].in_features, 5).to(DTYPE)
+            if mode == "frozen":
+                freeze_batch_norm(model)
+
+            def bn_eval(m, _t, _T, mode=mode):
+                if mode == "eval":
+                    for layer in _batch_norms(m):
+                        layer.eval()
+            params = [p for p in model.parameters() if p.requires_grad]
+            train(model, b[0], b[1] - 5, steps, lr=lr, batch_size=batch_size, seed=seed,
+                  param_groups=[{"params": params}], on_step=bn_eval)
+            rows.append({"mode": mode, "seed": seed, "error": test_error(model, b[2], b[3] - 5)})
+            bar.step()
+    return base_error, rows
+
+
+def renorm_experiment(settings: dict[str, dict], norms_=("batch", "renorm", "group"),
+                      seeds=(0, 1), steps: int = 300, lr: float = 0.05,
+                      progress: bool = True) -> list[dict]:
+    """For each labelled batch setting (keyword arguments of :func:`train`: ``batch_size``,
+    ``sampler``), norm and seed, train :func:`mlp` (``norm``) for ``steps`` steps, Batch Renorm
+    with :func:`set_renorm_limits`; one row per run: ``setting``, ``norm``, ``seed``,
+    ``error`` (eval mode). Used in lesson 10."""
+    x, y, xt, yt = digits_data()
+    bar = Progress(len(settings) * len(norms_) * len(seeds), "normalisation runs", progress)
+    rows = []
+    for label, kw in settings.items():
+        for norm in norms_:
+            for seed in seeds:
+                model = mlp(norm=norm, seed=seed)
+                train(model, x, y, steps, lr=lr, seed=seed,
+                      on_step=set_renorm_limits if norm == "renorm" else None, **kw)
+                rows.append({"setting": label, "norm": norm, "seed": seed,
+                             "error": test_error(model, xt, yt)})
+                bar.step()
+    return rows
+
+
+def placement_experiment(seeds=(0, 1, 2, 3, 4), steps: int = 200, lr: float = 0.05,
+                         batch_size: int = 64, progress: bool = True) -> list[dict]:
+    """:func:`mlp` with ``order="bn_relu"`` (Linear -> BN -> ReLU) and ``"relu_bn"`` (Linear ->
+    ReLU -> BN), same seeds and batches; one row per run: ``order``, ``seed``, ``error``,
+    ``loss`` (training loss over the last 10% of steps). Used in lesson 10."""
+    x, y, xt, yt = digits_data()
+    bar = Progress(2 * len(seeds), "placement runs", progress)
+    rows = []
+    for order in ("bn_relu", "relu_bn"):
+        for seed in seeds:
+            model = mlp(order=order, seed=seed)
+            loss = train(model, x, y, steps, lr=lr, batch_size=batch_size, seed=seed)
+            rows.append({"order": order, "seed": seed, "error": test_error(model, xt, yt),
+                         "loss": loss})
+            bar.step()
+    return rows
