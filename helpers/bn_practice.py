@@ -726,7 +726,7 @@ def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     from .plotting import use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     for (label, rows), marker in zip(ratio_rows, "osD^v"):
         layers = [r["layer"] for r in rows]
         axes[0].plot(layers, [r["test_over_train"] for r in rows], marker + "-", label=label)
@@ -734,13 +734,15 @@ def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     axes[0].axhline(keep, color="k", ls="--", lw=1, label=f"p = {keep}")
     axes[1].axhline(1.0, color="k", ls="--", lw=1)
     axes[0].set_ylabel("Var_test / Var_train")
-    axes[1].set_ylabel("max(Var_test/running_var, running_var/Var_test)")
-    for ax, title in zip(axes, ["train → test variance · 方差变化", "variance shift · 方差偏移"]):
+    axes[1].set_ylabel("shift (1 = no shift)")
+    for ax, title in zip(axes, ["train → test variance · 方差变化",
+                                "max(Var_test/σ̂², σ̂²/Var_test) · 方差偏移"]):
         ax.set_xlabel("BatchNorm layer · 层")
         ax.set_title(title)
         ax.set_xticks(sorted({r["layer"] for _, rows in ratio_rows for r in rows}))
-        ax.legend()
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     return fig
 
 

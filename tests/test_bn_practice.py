@@ -265,3 +265,26 @@ def test_digits_data_standardised_on_training_set():
     assert x.mean(0).abs().max() < 1e-12
     xi, yi, _, _ = P.digits_data(images=True, classes=range(5))
     assert xi.shape[1:] == (1, 8, 8) and set(yi.tolist()) == {0, 1, 2, 3, 4}
+
+
+def test_figures_plot_the_numbers_given():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [{"layer": 1, "test_over_train": 1.0, "shift": 1.2}, {"layer": 2, "test_over_train": 0.6, "shift": 1.9}]
+    fig = P.plot_variance_shift([("a", rows)], keep=0.5)
+    left, right = fig.axes[:2]
+    assert list(left.lines[0].get_ydata()) == [1.0, 0.6] and list(right.lines[0].get_ydata()) == [1.2, 1.9]
+    plt.close(fig)
+    fig = P.plot_weight_norms({"wd": [(0, 2.0), (10, 1.0)]}, lr=0.1, steps=10)
+    assert list(fig.axes[0].lines[0].get_ydata()) == [2.0, 1.0]
+    assert fig.axes[1].lines[0].get_ydata()[0] == pytest.approx(0.1 / 4)  # lr / ||W||^2 at step 0
+    plt.close(fig)
+
+
+def test_progress_is_silent_outside_ipython(capsys):
+    bar = P.Progress(2, "runs")
+    bar.step()
+    bar.step()
+    assert bar.done == 2 and capsys.readouterr() == ("", "")
+    assert P.spread([1.0, 2.0, 3.0]) == "2.0 (1.0-3.0)"
