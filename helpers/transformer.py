@@ -784,3 +784,50 @@ def train_lm(model: nn.Module, steps: int = 200, lr: float = 1e-2, warmup_steps:
         print(f"{label:<34s} loss {final_loss:.3f}  accuracy {accuracy:.2f}"
               + ("  (diverged)" if diverged else ""))
     return {**hist, "final_loss": final_loss, "accuracy": accuracy, "diverged": diverged}
+
+
+def layer_norm_samples(model: nn.Module, idx: Tensor) -> list[tuple[str, Tensor, Tensor]]:
+    r"""For every ``nn.LayerNorm`` / :class:`helpers.norms.LayerNorm` inside ``model``'s
+    blocks, in order: ``(name, x, x_hat)`` with ``x`` the layer's input and
+    :math:`\hat x = (x - \mu)/\sqrt{\sigma^2 + \epsilon}` its output **before** the affine
+    step (as Zhu et al. 2025, Figure 2, plot it), both flattened to 1-D, for token ids
+    ``idx``, no gradients."""
+    found: list[tuple[str, Tensor, Tensor]] = []
+
+    def hook(name):
+        def record(mod, args):
+            x = args[0].detach()
+            xh = nn.functional.layer_norm(x, mod.normalized_shape, eps=mod.eps)
+            found.append((name, x.flatten(), xh.flatten()))
+        return record
+
+    hooks = [m.register_forward_pre_hook(hook(n)) for n, m in model.named_modules()
+             if n.startswith("blocks.") and isinstance(m, (nn.LayerNorm, course_norms.LayerNorm))]
+    try:
+        with torch.no_grad():
+            model(idx)
+    finally:
+        for h in hooks:
+            h.remove()
+    return found
+
+
+def tanh_fit(x: Tensor, y: Tensor, alphas: Tensor | None = None) -> dict:
+    r"""Least-squares fits of ``y`` against ``x`` by a line :math:`a x + b` and by
+    :math:`a \tanh(\alpha x) + b` (``alpha`` searched on a log grid, ``a``, ``b`` solved in
+    closed form for each), in float64. Returns ``{"r2_linear", "r2_tanh", "alpha", "a",
+    "b"}`` with :math:`R^2 = 1 - \mathrm{SSE}/\mathrm{SST}`."""
+    x, y = x.double(), y.double()
+    sst = float(((y - y.mean()) ** 2).sum())
+
+    def fit(f):
+        a_mat = torch.stack([f, torch.ones_like(f)], 1)
+        sol = torch.linalg.lstsq(a_mat, y.unsqueeze(1)).solution.squeeze(1)
+        return 1 - float(((a_mat @ sol - y) ** 2).sum()) / sst, sol
+
+    r2_lin, _ = fit(x)
+    alphas = torch.logspace(-3, 1, 81, dtype=torch.float64) if alphas is None else alphas
+    best = max(((fit(torch.tanh(a * x)), float(a)) for a in alphas), key=lambda t: t[0][0])
+    (r2_tanh, sol), alpha = best
+    return {"r2_linear": r2_lin, "r2_tanh": r2_tanh, "alpha": alpha,
+            "a": float(sol[0]), "b": float(sol[1])}
