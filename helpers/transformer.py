@@ -19,6 +19,15 @@ sequence-reversal task (:func:`reversal_batch`), text-like token streams
 (:func:`markov_tokens`), a short training loop with optional linear warmup and a progress
 bar on stdout (:func:`train_reversal`), and an exercise checker for hand-written blocks
 (:func:`check_block_forward`).
+
+For lesson 09 (today's Transformers): the layouts of current open models
+(:data:`LAYOUTS`, :class:`LayoutBlock`, :class:`LayoutTransformer`: LLaMA's pre-norm,
+Gemma 2's sandwich / Peri-LN, OLMo 2's reordered norm, no norm with LayerScale or SkipInit),
+Gemma's :class:`GemmaRMSNorm`, attention with QK-norm per head or over the whole projection
+that records its largest logit and entropy (:class:`QKNormAttention`), the order in which a
+block's modules run (:func:`module_order`), an AdamW training loop with z-loss
+(:func:`train_lm`), and LayerNorm input/output samples with tanh fits
+(:func:`layer_norm_samples`, :func:`tanh_fit`). These leave the classes above unchanged.
 """
 
 from __future__ import annotations
@@ -31,7 +40,10 @@ from . import norms as course_norms
 __all__ = ["NORM_POSITIONS", "make_norm", "CausalSelfAttention", "FeedForward", "Block",
            "TinyTransformer", "deepnorm_constants", "deepnorm_init", "layer_gradient_norms",
            "reversal_batch", "markov_tokens", "warmup_factor", "train_reversal",
-           "model_update", "check_block_forward", "norm_input_rms"]
+           "model_update", "check_block_forward", "norm_input_rms",
+           "LAYOUTS", "QK_NORMS", "GemmaRMSNorm", "make_norm_layer", "QKNormAttention",
+           "LayoutBlock", "LayoutTransformer", "module_order", "cosine_lr", "train_lm",
+           "layer_norm_samples", "tanh_fit"]
 
 NORM_POSITIONS = ("post", "pre", "deepnorm")
 

@@ -9,7 +9,7 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
 
-__all__ = ["draw_layouts", "plot_runs", "plot_norm_scatter"]
+__all__ = ["draw_layouts", "plot_runs", "plot_norm_scatter", "plot_lr_sweep", "plot_stream_rms"]
 
 _COLORS = {"norm": "#f2c14e", "attn": "#7fb3d5", "ffn": "#9fd8a4", "add": "#ffffff",
            "final": "#e8a87c"}
@@ -68,7 +68,8 @@ def plot_runs(runs: dict[str, list[dict]], keys=("max_logit", "entropy", "loss")
                           "entropy": "attention entropy · 注意力熵 (nats)",
                           "loss": "training loss · 训练损失", "log_z": "log Z"}
     colors = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974"]
-    fig, axes = plt.subplots(1, len(keys), figsize=figsize)
+    fig, axes = plt.subplots(1, len(keys), figsize=figsize, squeeze=False)
+    axes = axes[0]
     for ax, key in zip(axes, keys):
         for color, (label, results) in zip(colors, runs.items()):
             for i, r in enumerate(results):
@@ -78,8 +79,9 @@ def plot_runs(runs: dict[str, list[dict]], keys=("max_logit", "entropy", "loss")
             ax.set_yscale("log")
         ax.set_xlabel("step · 步")
         ax.set_ylabel(ylabels.get(key, key))
-    axes[0].legend()
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.88 if len(keys) > 1 else 0.8))
     return fig
 
 
@@ -101,5 +103,40 @@ def plot_norm_scatter(samples, fits=None, max_points: int = 3000, figsize=(12, 3
         ax.set_title(name.replace("blocks.", "block ").replace(".", " · "), fontsize=10)
         ax.set_xlabel("input x · 输入")
     axes[0][0].set_ylabel("output · 输出 (x − μ)/σ")
+    fig.tight_layout()
+    return fig
+
+
+def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figsize=(6, 3.6)):
+    """Final loss against learning rate (log-log), one line per label of ``final_losses``,
+    and the loss of a uniform guess ``chance`` dotted."""
+    fig, ax = plt.subplots(figsize=figsize)
+    for label, losses in final_losses.items():
+        ax.plot(lrs, losses, "o-", label=label)
+    ax.axhline(chance, color="gray", ls=":", label=f"uniform guess · 均匀猜测 {chance:.3f}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("learning rate · 学习率")
+    ax.set_ylabel("final loss · 最终损失")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_stream_rms(stream: dict, figsize=(6, 3.6)):
+    """Root mean square of the residual stream after the embeddings (0) and after each block,
+    per layout: ``stream`` maps a layout to ``(at_init, trained)`` lists of tensors
+    (:meth:`helpers.transformer.LayoutTransformer.residual_stream`); dotted at
+    initialisation, solid after training."""
+    fig, ax = plt.subplots(figsize=figsize)
+    for (layout, (init, trained)), color in zip(stream.items(), ["#c44e52", "#4c72b0", "#55a868"]):
+        depth = range(len(init))
+        ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in init], ":", color=color)
+        ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in trained], "o-", color=color,
+                label=f"{layout}, trained · 训练后")
+        ax.set_xticks(list(depth))
+    ax.set_xlabel("block · 块 (0 = embeddings · 嵌入)")
+    ax.set_ylabel("stream RMS · 残差流均方根 (dotted · 点线: init · 初始化)")
+    ax.legend()
     fig.tight_layout()
     return fig
