@@ -80,8 +80,12 @@ def plot_runs(runs: dict[str, list[dict]], keys=("max_logit", "entropy", "loss")
         ax.set_xlabel("step · 步")
         ax.set_ylabel(ylabels.get(key, key))
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.88 if len(keys) > 1 else 0.8))
+    if len(keys) > 1:
+        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), frameon=False)
+        fig.tight_layout(rect=(0, 0, 1, 0.88))
+    else:
+        axes[0].legend(handles, labels, loc="center right", fontsize=9)
+        fig.tight_layout()
     return fig
 
 
@@ -118,7 +122,7 @@ def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figs
     ax.set_yscale("log")
     ax.set_xlabel("learning rate · 学习率")
     ax.set_ylabel("final loss · 最终损失")
-    ax.legend()
+    ax.legend(loc="lower left", fontsize=9)
     fig.tight_layout()
     return fig
 
