@@ -382,3 +382,54 @@ def test_dyt_checker_reports_a_constructor_error():
         raise RuntimeError("boom")
     r = check_dyt_module(broken)
     assert not r.passed and "boom" in r.message
+
+
+# ---- figures ------------------------------------------------------------------------------
+
+def test_layout_figure_boxes_follow_the_recorded_order():
+    import matplotlib
+    matplotlib.use("Agg")
+    from helpers import transformer_figures as TF
+    from helpers.plotting import use_course_style
+    use_course_style()  # the bundled CJK font, as in the notebook
+    order = ["attn_in_norm", "attn", "attn_out_norm", "ffn_in_norm", "ffn", "ffn_out_norm", "final_norm"]
+    assert TF._steps(order, "sandwich") == [("Norm", "norm"), ("Attention", "attn"), ("Norm", "norm"),
+                                            ("+ x", "add"), ("Norm", "norm"), ("FFN", "ffn"),
+                                            ("Norm", "norm"), ("+ x", "add")]
+    assert TF._steps(["attn_in_norm", "attn", "ffn_in_norm", "ffn"], "pre") == [
+        ("Norm", "norm"), ("Attention", "attn"), ("+ x", "add"), ("Norm", "norm"), ("FFN", "ffn"),
+        ("+ x", "add")]
+    assert TF._steps(["attn", "attn_out_norm", "ffn", "ffn_out_norm"], "post") == [
+        ("Attention", "attn"), ("+ x", "add"), ("Norm", "norm"), ("FFN", "ffn"), ("+ x", "add"),
+        ("Norm", "norm")]
+    fig = TF.draw_layouts({"a": ("sandwich", order), "b": ("post", ["attn", "attn_out_norm", "ffn", "ffn_out_norm"])})
+    # 8 boxes + '...' + final norm for the first column, 6 for the second
+    assert len(fig.axes[0].patches) == 10 + 6
+    runs = {"x": [{"loss": [3.0, 2.0], "max_logit": [1.0, 10.0], "entropy": [1.0, 0.5]}]}
+    assert len(TF.plot_runs(runs).axes) == 3 and len(TF.plot_runs(runs, keys=("loss",)).axes) == 1
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
+def test_tanh_fit_tells_a_line_from_an_s_curve():
+    x = torch.linspace(-5, 5, 201, dtype=F64)
+    line = T.tanh_fit(x, 0.3 * x + 0.1)
+    assert line["r2_linear"] == pytest.approx(1.0, abs=1e-12)
+    s_curve = T.tanh_fit(x, 2 * torch.tanh(1.5 * x))
+    assert s_curve["r2_tanh"] > 0.9999 and s_curve["r2_linear"] < 0.95
+    assert s_curve["alpha"] == pytest.approx(1.5, rel=0.15) and s_curve["a"] == pytest.approx(2, rel=0.15)
+
+
+def test_layer_norm_samples_are_the_normalised_inputs():
+    torch.manual_seed(0)
+    m = T.LayoutTransformer(7, 8, 2, 2, layout="pre").double()
+    idx = torch.randint(0, 7, (3, 5), generator=torch.Generator().manual_seed(1))
+    samples = T.layer_norm_samples(m, idx)
+    assert [n for n, _, _ in samples] == ["blocks.0.attn_in_norm", "blocks.0.ffn_in_norm",
+                                          "blocks.1.attn_in_norm", "blocks.1.ffn_in_norm"]
+    stream = m.residual_stream(idx)
+    name, x, xh = samples[0]
+    torch.testing.assert_close(x, stream[0].flatten())
+    z = stream[0]
+    expected = (z - z.mean(-1, keepdim=True)) / torch.sqrt(z.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    torch.testing.assert_close(xh, expected.flatten())
