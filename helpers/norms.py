@@ -23,7 +23,7 @@ from . import functional as HF
 __all__ = [
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
     "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
-    "LayerNorm", "GroupNorm", "RMSNorm",
+    "LayerNorm", "GroupNorm", "RMSNorm", "DyT",
 ]
 
 
@@ -359,3 +359,54 @@ class RMSNorm(nn.Module):
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}")
+
+
+class DyT(nn.Module):
+    r"""Dynamic Tanh (Zhu, Chen, He, LeCun & Liu 2025, *Transformers without Normalization*,
+    arXiv:2503.10622, section 3), a drop-in replacement for a LayerNorm or RMSNorm layer:
+
+    .. math:: \mathrm{DyT}(x) = \gamma \odot \tanh(\alpha x) + \beta
+
+    ``alpha`` is **one** learnable scalar per layer (shape (1,)), initialised to
+    ``alpha_init_value`` (0.5, the authors' default for non-LLM models); ``weight`` (γ, ones)
+    and ``bias`` (β, zeros) are per element of ``normalized_shape``, as in LayerNorm. No
+    statistics are computed: each element is squashed on its own. ``channels_last=False``
+    applies γ and β along dim 1 of an (N, C, H, W) input. Parameter names and initial values
+    follow the authors' ``dynamic_tanh.py`` (repository jiachenzhu/DyT).
+    """
+
+    def __init__(self, normalized_shape, alpha_init_value: float = 0.5,
+                 elementwise_affine: bool = True, bias: bool = True, channels_last: bool = True,
+                 device=None, dtype=None) -> None:
+        factory_kwargs = {"device": device, "dtype": dtype}
+        super().__init__()
+        self.normalized_shape = _tuple_shape(normalized_shape)
+        if not channels_last and len(self.normalized_shape) != 1:
+            raise ValueError("channels_last=False needs a single channel dimension")
+        self.alpha_init_value = float(alpha_init_value)
+        self.elementwise_affine = elementwise_affine
+        self.channels_last = channels_last
+        self.alpha = Parameter(torch.empty(1, **factory_kwargs))
+        _init_affine(self, self.normalized_shape, elementwise_affine, bias, factory_kwargs)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.constant_(self.alpha, self.alpha_init_value)
+        _reset_affine(self)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = torch.tanh(self.alpha * x)
+        if self.weight is None:
+            return y
+        w, b = self.weight, self.bias
+        if not self.channels_last:  # (N, C, ...) input: gamma and beta along dim 1
+            shape = (-1,) + (1,) * (x.dim() - 2)
+            w = w.view(shape)
+            b = None if b is None else b.view(shape)
+        y = y * w
+        return y if b is None else y + b
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, alpha_init_value={self.alpha_init_value}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}, "
+                f"channels_last={self.channels_last}")

@@ -19,6 +19,15 @@ sequence-reversal task (:func:`reversal_batch`), text-like token streams
 (:func:`markov_tokens`), a short training loop with optional linear warmup and a progress
 bar on stdout (:func:`train_reversal`), and an exercise checker for hand-written blocks
 (:func:`check_block_forward`).
+
+For lesson 09 (today's Transformers): the layouts of current open models
+(:data:`LAYOUTS`, :class:`LayoutBlock`, :class:`LayoutTransformer`: LLaMA's pre-norm,
+Gemma 2's sandwich / Peri-LN, OLMo 2's reordered norm, no norm with LayerScale or SkipInit),
+Gemma's :class:`GemmaRMSNorm`, attention with QK-norm per head or over the whole projection
+that records its largest logit and entropy (:class:`QKNormAttention`), the order in which a
+block's modules run (:func:`module_order`), an AdamW training loop with z-loss
+(:func:`train_lm`), and LayerNorm input/output samples with tanh fits
+(:func:`layer_norm_samples`, :func:`tanh_fit`). These leave the classes above unchanged.
 """
 
 from __future__ import annotations
@@ -32,7 +41,10 @@ from .progress import Progress
 __all__ = ["NORM_POSITIONS", "make_norm", "CausalSelfAttention", "FeedForward", "Block",
            "TinyTransformer", "deepnorm_constants", "deepnorm_init", "layer_gradient_norms",
            "reversal_batch", "markov_tokens", "warmup_factor", "train_reversal",
-           "model_update", "check_block_forward", "norm_input_rms"]
+           "model_update", "check_block_forward", "norm_input_rms",
+           "LAYOUTS", "QK_NORMS", "GemmaRMSNorm", "make_norm_layer", "QKNormAttention",
+           "LayoutBlock", "LayoutTransformer", "module_order", "cosine_lr", "train_lm",
+           "layer_norm_samples", "tanh_fit"]
 
 NORM_POSITIONS = ("post", "pre", "deepnorm")
 
@@ -463,3 +475,370 @@ def norm_input_rms(model: TinyTransformer, idx: Tensor) -> list[float]:
         for h in hooks:
             h.remove()
     return found
+
+
+# ==========================================================================================
+# Lesson 09: where today's open models put the norm, QK-norm, DyT, and no norm at all
+# ==========================================================================================
+# Placements, each as written in the model's ``forward`` in Hugging Face ``transformers``
+# (read the forward, not the module names):
+#   "pre"       LLaMA, ``models/llama/modeling_llama.py``: x + F(N(x)), a final norm;
+#   "sandwich"  Gemma 2, ``models/gemma2/modeling_gemma2.py`` (four norms per layer), the same
+#               layout as Peri-LN (Kim et al. 2025) and CogView's sandwich-LN: x + N_out(F(N_in(x))),
+#               a final norm;
+#   "reordered" OLMo 2, ``models/olmo2/modeling_olmo2.py``: x + N_out(F(x)), a final norm;
+#   "post"      the original Transformer: N(x + F(x)), no final norm;
+#   "none"      x + F(x): no norm in the blocks (LayerScale / SkipInit scale the branch instead).
+
+LAYOUTS = ("pre", "sandwich", "reordered", "post", "none")
+QK_NORMS = (None, "head", "whole")
+
+
+class GemmaRMSNorm(nn.Module):
+    r"""Gemma's RMSNorm (``models/gemma/modeling_gemma.py``, ``GemmaRMSNorm``):
+    :math:`y = \frac{x}{\sqrt{\mathrm{mean}(x^2) + \epsilon}} \odot (1 + w)`, the stored
+    ``weight`` :math:`w` **initialised to 0**, so the effective gain starts at 1; eps 1e-6.
+    (In Gemma the product is computed in float32, then cast to the input dtype.)"""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out * (1.0 + self.weight.to(out.dtype))).to(x.dtype)
+
+
+def make_norm_layer(kind: str, dim: int, impl: str = "torch", dyt_alpha: float = 0.5) -> nn.Module:
+    """A norm layer over the last dim of size ``dim``: ``"layer"`` (LayerNorm), ``"rms"``
+    (RMSNorm), both from ``torch.nn`` (``impl="torch"``) or :mod:`helpers.norms`
+    (``impl="course"``); ``"gemma_rms"`` (:class:`GemmaRMSNorm`); ``"dyt"``
+    (:class:`helpers.norms.DyT` with ``alpha_init_value=dyt_alpha``); ``"identity"``."""
+    if kind in ("layer", "rms"):
+        return make_norm(kind, dim, impl)
+    if kind == "gemma_rms":
+        return GemmaRMSNorm(dim)
+    if kind == "dyt":
+        return course_norms.DyT(dim, alpha_init_value=dyt_alpha)
+    if kind == "identity":
+        return nn.Identity()
+    raise ValueError(f"unknown norm kind {kind!r}")
+
+
+class QKNormAttention(nn.Module):
+    r"""Causal multi-head self-attention written out (no fused kernel), with optional QK-norm:
+
+    - ``qk_norm=None``: :math:`\mathrm{softmax}(q k^\top/\sqrt{d_h} + M)\,v` per head;
+    - ``qk_norm="head"``: one norm over ``head_dim`` applied to every head's q (and one to k),
+      its gain shared by the heads (Wortsman et al. 2023 section 3.1.1; Gemma 3, Qwen3
+      ``models/qwen3/modeling_qwen3.py``);
+    - ``qk_norm="whole"``: one norm over the whole ``d_model`` projection before the split
+      into heads (OLMo 2, ``models/olmo2/modeling_olmo2.py``).
+
+    The scale :math:`1/\sqrt{d_h}` is kept in all three. With ``record=True`` the forward
+    stores, without gradients, ``last_max_logit`` (the largest pre-softmax logit
+    :math:`q\cdot k/\sqrt{d_h}` over the unmasked positions) and ``last_entropy`` (the mean
+    attention entropy in nats over heads and query positions 2..T; position 1 can only
+    attend to itself)."""
+
+    def __init__(self, d_model: int, n_heads: int, qk_norm: str | None = None,
+                 qk_norm_kind: str = "layer", impl: str = "torch") -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if qk_norm not in QK_NORMS:
+            raise ValueError(f"qk_norm must be one of {QK_NORMS}, got {qk_norm!r}")
+        self.n_heads, self.head_dim, self.qk_norm = n_heads, d_model // n_heads, qk_norm
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        if qk_norm is not None:
+            dim = self.head_dim if qk_norm == "head" else d_model
+            self.q_norm = make_norm_layer(qk_norm_kind, dim, impl)
+            self.k_norm = make_norm_layer(qk_norm_kind, dim, impl)
+        self.record = False
+        self.last_max_logit = float("nan")
+        self.last_entropy = float("nan")
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, t, d = x.shape
+        h, dh = self.n_heads, self.head_dim
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if self.qk_norm == "whole":  # OLMo 2: over all heads' channels at once
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k, v = (z.view(b, t, h, dh).transpose(1, 2) for z in (q, k, v))  # (B, h, T, dh)
+        if self.qk_norm == "head":  # per head, over head_dim
+            q, k = self.q_norm(q), self.k_norm(k)
+        logits = q @ k.transpose(-2, -1) / dh ** 0.5
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        p = logits.masked_fill(mask, float("-inf")).softmax(-1)
+        if self.record:
+            with torch.no_grad():
+                self.last_max_logit = float(logits.masked_fill(mask, float("-inf")).max())
+                ent = -(p * p.clamp_min(1e-300).log()).sum(-1)  # (B, h, T)
+                self.last_entropy = float(ent[..., 1:].mean())
+        out = (p @ v).transpose(1, 2).reshape(b, t, d)
+        return self.out_proj(out)
+
+
+class LayoutBlock(nn.Module):
+    r"""A Transformer block with the norms of one of :data:`LAYOUTS`. Norm slots (``None``
+    where the layout has none): ``attn_in_norm``, ``attn_out_norm``, ``ffn_in_norm``,
+    ``ffn_out_norm``; with :math:`N_\mathrm{in}`, :math:`N_\mathrm{out}` those of each
+    sub-layer :math:`F` (attention, then FFN):
+
+    - ``"pre"``:       :math:`x + s \odot F(N_\mathrm{in}(x))`;
+    - ``"sandwich"``:  :math:`x + s \odot N_\mathrm{out}(F(N_\mathrm{in}(x)))`;
+    - ``"reordered"``: :math:`x + s \odot N_\mathrm{out}(F(x))`;
+    - ``"post"``:      :math:`N_\mathrm{out}(x + s \odot F(x))`;
+    - ``"none"``:      :math:`x + s \odot F(x)`.
+
+    :math:`s` is 1 unless ``branch_scale`` is ``"layerscale"`` (a per-channel vector,
+    Touvron et al. 2021, initialised to ``branch_scale_init``) or ``"skipinit"`` (one scalar
+    per branch, De & Smith 2020, initialised to ``branch_scale_init``, 0 in the paper).
+    ``qk_norm`` as in :class:`QKNormAttention`, its norm of kind ``qk_norm_kind`` (default:
+    ``norm``, or LayerNorm when ``norm`` is ``"dyt"`` or ``"identity"``).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, layout: str = "pre",
+                 norm: str = "layer", impl: str = "torch", qk_norm: str | None = None,
+                 qk_norm_kind: str | None = None, dyt_alpha: float = 0.5,
+                 branch_scale: str | None = None, branch_scale_init: float = 0.0) -> None:
+        super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if branch_scale not in (None, "layerscale", "skipinit"):
+            raise ValueError(f"branch_scale must be None, 'layerscale' or 'skipinit', got {branch_scale!r}")
+        if qk_norm_kind is None:
+            qk_norm_kind = norm if norm in ("layer", "rms", "gemma_rms") else "layer"
+        self.layout = layout
+        self.attn = QKNormAttention(d_model, n_heads, qk_norm, qk_norm_kind, impl)
+        self.ffn = FeedForward(d_model, d_ff)
+        has_in = layout in ("pre", "sandwich")
+        has_out = layout in ("sandwich", "reordered", "post")
+
+        def slot(present: bool) -> nn.Module | None:
+            return make_norm_layer(norm, d_model, impl, dyt_alpha) if present else None
+
+        self.attn_in_norm, self.attn_out_norm = slot(has_in), slot(has_out)
+        self.ffn_in_norm, self.ffn_out_norm = slot(has_in), slot(has_out)
+        self.branch_scale = branch_scale
+        if branch_scale is not None:
+            shape = (d_model,) if branch_scale == "layerscale" else (1,)
+            self.attn_scale = nn.Parameter(torch.full(shape, float(branch_scale_init)))
+            self.ffn_scale = nn.Parameter(torch.full(shape, float(branch_scale_init)))
+
+    def _sub(self, x: Tensor, f: nn.Module, n_in, n_out, scale) -> Tensor:
+        if self.layout == "post":
+            y = f(x)
+            return n_out(x + (y if scale is None else scale * y))
+        y = f(n_in(x) if n_in is not None else x)
+        if n_out is not None:
+            y = n_out(y)
+        return x + (y if scale is None else scale * y)
+
+    def forward(self, x: Tensor) -> Tensor:
+        s1 = self.attn_scale if self.branch_scale else None
+        s2 = self.ffn_scale if self.branch_scale else None
+        x = self._sub(x, self.attn, self.attn_in_norm, self.attn_out_norm, s1)
+        return self._sub(x, self.ffn, self.ffn_in_norm, self.ffn_out_norm, s2)
+
+
+class LayoutTransformer(nn.Module):
+    r"""Decoder-only language model built from :class:`LayoutBlock` s: token + learned
+    position embeddings, ``num_layers`` blocks, a final norm (by default for every layout
+    except ``"post"`` and ``"none"``; ``final_norm=False`` removes it, ``True`` forces it), a
+    linear head. Initialisation as :class:`TinyTransformer`'s baseline (Xavier-normal
+    weights, zero biases, N(0, 1) embeddings), then the norms' and branch scales' own
+    initial values. Input (B, T) token ids, output (B, T, V) logits."""
+
+    def __init__(self, vocab_size: int, d_model: int = 32, n_heads: int = 4, num_layers: int = 2,
+                 d_ff: int | None = None, max_len: int = 64, layout: str = "pre",
+                 norm: str = "layer", impl: str = "torch", qk_norm: str | None = None,
+                 qk_norm_kind: str | None = None, dyt_alpha: float = 0.5,
+                 branch_scale: str | None = None, branch_scale_init: float = 0.0,
+                 final_norm: bool | None = None) -> None:
+        super().__init__()
+        for name, v in (("vocab_size", vocab_size), ("d_model", d_model),
+                        ("num_layers", num_layers), ("max_len", max_len)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        self.max_len = max_len
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(max_len, d_model)
+        self.blocks = nn.ModuleList(
+            LayoutBlock(d_model, n_heads, d_ff, layout, norm, impl, qk_norm, qk_norm_kind,
+                        dyt_alpha, branch_scale, branch_scale_init) for _ in range(num_layers))
+        if final_norm is None:
+            final_norm = layout not in ("post", "none")
+        self.final_norm = make_norm_layer(norm, d_model, impl, dyt_alpha) if final_norm else None
+        self.head = nn.Linear(d_model, vocab_size)
+        deepnorm_init(self, 1.0)
+
+    def residual_stream(self, idx: Tensor) -> list[Tensor]:
+        """The residual stream after the embeddings and after every block (num_layers + 1
+        tensors of shape (B, T, d)), no gradients."""
+        with torch.no_grad():
+            x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+            out = [x]
+            for block in self.blocks:
+                x = block(x)
+                out.append(x)
+        return out
+
+    def forward(self, idx: Tensor) -> Tensor:
+        if idx.dim() != 2 or idx.shape[1] > self.max_len:
+            raise ValueError(f"expected (B, T) token ids with T <= {self.max_len}, "
+                             f"got shape {list(idx.shape)}")
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.head(x)
+
+
+def module_order(model: nn.Module, idx: Tensor, block: int = 0) -> list[str]:
+    """The order in which the sub-modules of one block (``attn``, ``ffn`` and the norm
+    slots) run during a forward pass on ``idx``, recorded with forward hooks, followed by
+    ``final_norm`` when the model has one: how the layout is read from the running code
+    rather than from module names."""
+    target = model.blocks[block]
+    names = ["attn", "ffn", "attn_in_norm", "attn_out_norm", "ffn_in_norm", "ffn_out_norm"]
+    order: list[str] = []
+    hooks = [getattr(target, n).register_forward_hook(lambda *_a, n=n: order.append(n))
+             for n in names if getattr(target, n, None) is not None]
+    if getattr(model, "final_norm", None) is not None:
+        hooks.append(model.final_norm.register_forward_hook(
+            lambda *_a: order.append("final_norm")))
+    try:
+        with torch.no_grad():
+            model(idx)
+    finally:
+        for hk in hooks:
+            hk.remove()
+    return order
+
+
+def cosine_lr(step: int, steps: int, warmup_steps: int) -> float:
+    r"""Learning-rate factor at optimiser step ``step`` (0-based): linear warmup to 1 over
+    ``warmup_steps``, then cosine decay to 0 at ``steps`` (the schedule of Wortsman et al.
+    2023, section 2, without their final floor)."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, steps - warmup_steps)
+    return 0.5 * (1.0 + torch.cos(torch.tensor(torch.pi * progress, dtype=torch.float64)).item())
+
+
+def train_lm(model: nn.Module, steps: int = 200, lr: float = 1e-2, warmup_steps: int = 20,
+             weight_decay: float = 0.0, z_loss: float = 0.0, batch_size: int = 32,
+             seq_len: int = 8, vocab_size: int = 16, seed: int = 0, betas=(0.9, 0.95),
+             record_attention: bool = False, eval_size: int = 256,
+             label: str | None = None) -> dict:
+    r"""Train ``model`` on the reversal task (:func:`reversal_batch`, data from a generator
+    seeded with ``seed``) with AdamW (``betas`` (0.9, 0.95) and no biases' exception, as
+    Wortsman et al. 2023 use; decoupled ``weight_decay``), :func:`cosine_lr` schedule, and
+    cross-entropy plus ``z_loss`` :math:`\cdot \log^2 Z` (Z the softmax normaliser of the
+    output logits, averaged over the predicted positions). With ``label`` set prints one line.
+
+    Returns, per step: ``loss`` (cross-entropy), ``log_z`` (mean :math:`\log Z`) and, with
+    ``record_attention``, ``max_logit`` (largest attention logit over all layers) and
+    ``entropy`` (the lowest of the layers' mean attention entropies); then ``final_loss``
+    and ``accuracy`` on ``eval_size`` fresh sequences. A non-finite loss stops training
+    (``diverged`` True; the remaining steps are not run)."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=weight_decay,
+                            foreach=True)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_lr(s, steps, warmup_steps))
+    attns = [m for m in model.modules() if isinstance(m, QKNormAttention)]
+    for a in attns:
+        a.record = record_attention
+    hist = {"loss": [], "log_z": [], "max_logit": [], "entropy": []}
+    diverged = False
+    model.train()
+    for _ in range(steps):
+        x, y = reversal_batch(batch_size, seq_len, vocab_size, g)
+        logits = model(x)[y != -100]
+        ce = nn.functional.cross_entropy(logits, y[y != -100])
+        log_z = torch.logsumexp(logits, -1)
+        loss = ce + z_loss * log_z.pow(2).mean() if z_loss else ce
+        if not torch.isfinite(loss):
+            diverged = True
+            break
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        hist["loss"].append(float(ce.detach()))
+        hist["log_z"].append(float(log_z.detach().mean()))
+        if record_attention:
+            hist["max_logit"].append(max(a.last_max_logit for a in attns))
+            hist["entropy"].append(min(a.last_entropy for a in attns))
+    for a in attns:
+        a.record = False
+    model.eval()
+    with torch.no_grad():
+        x, y = reversal_batch(eval_size, seq_len, vocab_size, g)
+        logits = model(x)
+        mask = y != -100
+        final_loss = float(nn.functional.cross_entropy(logits[mask], y[mask]))
+        accuracy = float((logits.argmax(-1)[mask] == y[mask]).double().mean())
+    if diverged or final_loss != final_loss:
+        final_loss, diverged = float("nan"), True
+    if label is not None:
+        print(f"{label:<34s} loss {final_loss:.3f}  accuracy {accuracy:.2f}"
+              + ("  (diverged)" if diverged else ""))
+    return {**hist, "final_loss": final_loss, "accuracy": accuracy, "diverged": diverged}
+
+
+def layer_norm_samples(model: nn.Module, idx: Tensor) -> list[tuple[str, Tensor, Tensor]]:
+    r"""For every ``nn.LayerNorm`` / :class:`helpers.norms.LayerNorm` inside ``model``'s
+    blocks, in order: ``(name, x, x_hat)`` with ``x`` the layer's input and
+    :math:`\hat x = (x - \mu)/\sqrt{\sigma^2 + \epsilon}` its output **before** the affine
+    step (as Zhu et al. 2025, Figure 2, plot it), both flattened to 1-D, for token ids
+    ``idx``, no gradients."""
+    found: list[tuple[str, Tensor, Tensor]] = []
+
+    def hook(name):
+        def record(mod, args):
+            x = args[0].detach()
+            xh = nn.functional.layer_norm(x, mod.normalized_shape, eps=mod.eps)
+            found.append((name, x.flatten(), xh.flatten()))
+        return record
+
+    hooks = [m.register_forward_pre_hook(hook(n)) for n, m in model.named_modules()
+             if n.startswith("blocks.") and isinstance(m, (nn.LayerNorm, course_norms.LayerNorm))]
+    try:
+        with torch.no_grad():
+            model(idx)
+    finally:
+        for h in hooks:
+            h.remove()
+    return found
+
+
+def tanh_fit(x: Tensor, y: Tensor, alphas: Tensor | None = None) -> dict:
+    r"""Least-squares fits of ``y`` against ``x`` by a line :math:`a x + b` and by
+    :math:`a \tanh(\alpha x) + b` (``alpha`` searched on a log grid, ``a``, ``b`` solved in
+    closed form for each), in float64. Returns ``{"r2_linear", "r2_tanh", "alpha", "a",
+    "b"}`` with :math:`R^2 = 1 - \mathrm{SSE}/\mathrm{SST}`."""
+    x, y = x.double(), y.double()
+    sst = float(((y - y.mean()) ** 2).sum())
+
+    def fit(f):
+        a_mat = torch.stack([f, torch.ones_like(f)], 1)
+        sol = torch.linalg.lstsq(a_mat, y.unsqueeze(1)).solution.squeeze(1)
+        return 1 - float(((a_mat @ sol - y) ** 2).sum()) / sst, sol
+
+    r2_lin, _ = fit(x)
+    alphas = torch.logspace(-3, 1, 81, dtype=torch.float64) if alphas is None else alphas
+    best = max(((fit(torch.tanh(a * x)), float(a)) for a in alphas), key=lambda t: t[0][0])
+    (r2_tanh, sol), alpha = best
+    return {"r2_linear": r2_lin, "r2_tanh": r2_tanh, "alpha": alpha,
+            "a": float(sol[0]), "b": float(sol[1])}
