@@ -37,7 +37,8 @@ __all__ = ["norm_except_dim", "weight_norm_weight", "weight_norm_backward", "Wei
            "standardize_weight", "WSConv2d", "BatchChannelNorm", "scaled_standardize_weight",
            "adaptive_grad_clip", "power_iteration_step", "SpectralNorm", "spectral_norm",
            "reshaped_spectral_norm", "conv_operator_norm", "moments", "VARIANTS",
-           "digits_cnn", "train_digits_cnn", "variant_grid", "grid_summary"]
+           "digits_cnn", "train_digits_cnn", "variant_grid", "grid_summary", "layer_output_stats",
+           "plot_grid", "plot_shapes"]
 
 
 # --------------------------------------------------------------------------------------
@@ -660,3 +661,64 @@ def grid_summary(rows: list[dict], key: str = "error") -> dict:
     for r in rows:
         out.setdefault((r["variant"], r["batch_size"]), []).append(r[key])
     return {k: (sum(v) / len(v), min(v), max(v)) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------------------
+# Diagnostics and figures
+# --------------------------------------------------------------------------------------
+@torch.no_grad()
+def layer_output_stats(model: nn.Sequential, x: Tensor) -> list[tuple[Tensor, Tensor]]:
+    r"""For each Conv2d / Linear layer of the ``nn.Sequential`` ``model`` (in order), the
+    per-unit mean and (biased) standard deviation of its output on the batch ``x``, over the
+    batch and the positions: the pre-activations that :func:`data_dependent_init` sets to
+    mean 0 and std 1. The model runs in its current mode. Used in lesson 11."""
+    stats, h = [], x
+    for layer in model:
+        h = layer(h)
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):
+            stats.append(_unit_stats(h))
+    return stats
+
+
+def plot_grid(rows: list[dict], variants=tuple(VARIANTS)):
+    """Figure: test error (%) of each variant at each batch size, one dot per seed and a bar
+    at the mean (the rows of :func:`variant_grid`). Returns the figure. Used in lesson 11."""
+    import matplotlib.pyplot as plt
+
+    from .plotting import use_course_style
+
+    use_course_style()
+    sizes = sorted({r["batch_size"] for r in rows}, reverse=True)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 4.2), sharey=True)
+    axes = [axes] if len(sizes) == 1 else axes
+    for ax, b in zip(axes, sizes):
+        for i, v in enumerate(variants):
+            errs = [r["error"] for r in rows if r["variant"] == v and r["batch_size"] == b]
+            ax.bar(i, sum(errs) / len(errs), color=f"C{i}", alpha=0.35)
+            ax.plot([i] * len(errs), errs, "o", color=f"C{i}")
+        ax.set_xticks(range(len(variants)), [VARIANTS[v].replace(" (data-dependent init)", "")
+                                             .replace(" + ", "\n+ ") for v in variants])
+        ax.set_title(f"batch size {b} · 批大小 {b}")
+        ax.set_yscale("log")
+        ax.set_ylabel("test error % (log scale) · 测试错误率")
+    fig.tight_layout()
+    return fig
+
+
+def plot_shapes(samples: dict[str, Tensor], normalised: dict[str, Tensor], bins: int = 60):
+    """Figure: histograms of each named sample before and after normalisation, side by side
+    (one row per sample). Returns the figure. Used in lesson 11."""
+    import matplotlib.pyplot as plt
+
+    from .plotting import use_course_style
+
+    use_course_style()
+    fig, axes = plt.subplots(len(samples), 2, figsize=(11, 3.0 * len(samples)))
+    for row, name in zip(axes, samples):
+        for ax, data, when in zip(row, (samples[name], normalised[name]),
+                                  ("before · 归一化前", "after · 归一化后")):
+            ax.hist(data.flatten().numpy(), bins=bins, color="C0" if "before" in when else "C1")
+            skew, kurt = moments(data.flatten())
+            ax.set_title(f"{name}, {when}: skew {float(skew):.2f}, kurtosis {float(kurt):.2f}")
+    fig.tight_layout()
+    return fig
