@@ -11,6 +11,8 @@
 - :mod:`helpers.bench`: execute and time the notebooks; :mod:`helpers.bench_norms`: time the
   normalisation kernels against a copy (`make bench-norms`).
 - :mod:`helpers.flashcards`: the interview questions as Anki flashcards (`make flashcards`).
+- :mod:`helpers.weight_norms`: normalising the weights (WeightNorm, Weight Standardisation,
+  spectral norm) and lesson 11's experiment; :mod:`helpers.checks_weight_norms`: its checkers.
 - :mod:`helpers.distributed`: synchronised BatchNorm on ``torch.distributed`` (gloo, CPU) and
   a launcher for local worker processes (imported on its own: ``from helpers import distributed``).
 """
