@@ -66,6 +66,27 @@ def moments(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, Tensor]:
     return mean, var
 
 
+def merge_moments(counts: Tensor, means: Tensor, m2s: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Merge the moments of disjoint sets, stacked along dim 0 (``counts`` (W,), ``means`` and
+    ``m2s`` (W, ...)), into the moments of their union (Chan, Golub & LeVeque: a 1979 Stanford
+    report, and The American Statistician, 1983):
+
+    .. math:: N = \sum_k n_k,\quad \mu = \tfrac{1}{N}\sum_k n_k\mu_k,\quad
+              M_2 = \sum_k M_{2,k} + \sum_k n_k(\mu_k - \mu)^2
+
+    where :math:`M_2 = \sum (x - \bar x)^2` (the biased variance times the count). Only
+    differences of means are squared, so nothing large cancels; with two sets, one of them a
+    single value, this is Welford's (1962) update. Sets with :math:`n_k = 0` are ignored (all empty gives
+    NaN, as the variance of nothing).
+    Lesson 07, section 6 (blocks of a one-pass variance) and lesson 08, section 2 (the
+    statistics of synchronised BatchNorm)."""
+    counts = counts.reshape([-1] + [1] * (means.dim() - 1))
+    total = counts.sum(0)
+    mean = (counts * means).sum(0) / total
+    m2 = m2s.sum(0) + (counts * (means - mean).square()).sum(0)
+    return total.reshape(()), mean, m2
+
+
 def _size(t: Tensor) -> list[int]:
     return list(t.shape)
 

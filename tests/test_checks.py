@@ -112,7 +112,12 @@ def test_layer_norm_torch_itself_passes():
     (ln_no_affine, "affine_missing"),
 ])
 def test_layer_norm_mistakes_diagnosed(fn, key):
-    r = check_layer_norm(fn)
+    if key == "half_not_float32":  # a note under the pass, a failure when half precision is asked
+        note = check_layer_norm(fn)
+        assert note.passed and note.notes == [key] and note.mistake is None
+        r = check_layer_norm(fn, require_half=True)
+    else:
+        r = check_layer_norm(fn)
     assert not r.passed
     assert r.mistake == key, r.message
     assert "✘" in r.message and "可能的错误" in r.message  # both languages
@@ -192,7 +197,12 @@ def test_batch_norm_correct_passes():
     (bn_half, "half_not_float32"),
 ])
 def test_batch_norm_mistakes_diagnosed(fn, key):
-    r = check_batch_norm(fn)
+    if key == "half_not_float32":  # a note under the pass, a failure when half precision is asked
+        note = check_batch_norm(fn)
+        assert note.passed and note.notes == [key] and note.mistake is None
+        r = check_batch_norm(fn, require_half=True)
+    else:
+        r = check_batch_norm(fn)
     assert not r.passed
     assert r.mistake == key, r.message
 
@@ -242,7 +252,12 @@ def test_rms_norm_correct_passes():
     (rms_no_keepdim, "missing_keepdim"),
 ])
 def test_rms_norm_mistakes_diagnosed(fn, key):
-    r = check_rms_norm(fn)
+    if key == "half_not_float32":  # a note under the pass, a failure when half precision is asked
+        note = check_rms_norm(fn)
+        assert note.passed and note.notes == [key] and note.mistake is None
+        r = check_rms_norm(fn, require_half=True)
+    else:
+        r = check_rms_norm(fn)
     assert not r.passed
     assert r.mistake == key, r.message
 
@@ -310,7 +325,12 @@ def test_group_norm_correct_passes():
     (gn_unbiased, "unbiased_variance"),
 ])
 def test_group_norm_mistakes_diagnosed(fn, key):
-    r = check_group_norm(fn)
+    if key == "half_not_float32":  # a note under the pass, a failure when half precision is asked
+        note = check_group_norm(fn)
+        assert note.passed and note.notes == [key] and note.mistake is None
+        r = check_group_norm(fn, require_half=True)
+    else:
+        r = check_group_norm(fn)
     assert not r.passed
     assert r.mistake == key, r.message
 
