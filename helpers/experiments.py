@@ -204,10 +204,10 @@ GROUPS = 4                       # GroupNorm's groups in small_cnn
 SPATIAL = (8 * 8, 4 * 4, 1)      # positions per channel at small_cnn's three norm layers
 
 
-def _norm_layer(norm: str, channels: int, dims: int, backend: str) -> nn.Module:
+def _norm_layer(norm: str, channels: int, dims: int, impl: str) -> nn.Module:
     """BatchNorm{dims}d, GroupNorm (4 groups) or Identity, from ``helpers.norms``
-    (``backend="helpers"``) or ``torch.nn`` (``backend="torch"``)."""
-    lib = norms if backend == "helpers" else nn
+    (``impl="course"``) or ``torch.nn`` (``impl="torch"``)."""
+    lib = norms if impl == "course" else nn
     if norm == "batch":
         return lib.BatchNorm2d(channels) if dims == 2 else lib.BatchNorm1d(channels)
     if norm == "group":
@@ -215,7 +215,7 @@ def _norm_layer(norm: str, channels: int, dims: int, backend: str) -> nn.Module:
     return nn.Identity()
 
 
-def small_cnn(norm: str, seed: int = 0, width: int = 16, backend: str = "helpers") -> nn.Sequential:
+def small_cnn(norm: str, seed: int = 0, width: int = 16, impl: str = "course") -> nn.Sequential:
     r"""A CNN with three norm layers for the 8x8 digits, ``norm`` in ``"batch"``,
     ``"group"``, ``"none"``:
 
@@ -235,8 +235,8 @@ def small_cnn(norm: str, seed: int = 0, width: int = 16, backend: str = "helpers
     uses :math:`\tfrac{w}{4}\cdot 64`, :math:`\tfrac{2w}{4}\cdot 16` and
     :math:`\tfrac{2w}{4}` values of one image, whatever :math:`B`.
 
-    The norm layers come from ``helpers.norms`` (``backend="helpers"``, the from-scratch
-    modules) or ``torch.nn`` (``backend="torch"``, about twice as fast per step on a CPU);
+    The norm layers come from ``helpers.norms`` (``impl="course"``, the from-scratch
+    modules) or ``torch.nn`` (``impl="torch"``, about twice as fast per step on a CPU);
     both compute the same function and hold the same parameters and buffers.
 
     Convolutions and the hidden Linear get He initialisation,
@@ -244,22 +244,22 @@ def small_cnn(norm: str, seed: int = 0, width: int = 16, backend: str = "helpers
     a bias only for ``"none"`` (a norm layer's shift makes it redundant); the classifier
     keeps torch's default. Everything is drawn under ``torch.manual_seed(seed)`` in a
     forked RNG, so the global RNG is left as it was, and the weights do not depend on
-    ``backend``.
+    ``impl``.
     """
     if norm not in ("batch", "group", "none"):
         raise ValueError(f"norm must be 'batch', 'group' or 'none', got {norm!r}")
-    if backend not in ("helpers", "torch"):
-        raise ValueError(f"backend must be 'helpers' or 'torch', got {backend!r}")
+    if impl not in ("course", "torch"):
+        raise ValueError(f"impl must be 'course' or 'torch', got {impl!r}")
     bias = norm == "none"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = nn.Sequential(
-            nn.Conv2d(1, width, 3, padding=1, bias=bias), _norm_layer(norm, width, 2, backend),
+            nn.Conv2d(1, width, 3, padding=1, bias=bias), _norm_layer(norm, width, 2, impl),
             nn.ReLU(),
             nn.Conv2d(width, 2 * width, 3, stride=2, padding=1, bias=bias),
-            _norm_layer(norm, 2 * width, 2, backend), nn.ReLU(),
+            _norm_layer(norm, 2 * width, 2, impl), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-            nn.Linear(2 * width, 2 * width, bias=bias), _norm_layer(norm, 2 * width, 1, backend),
+            nn.Linear(2 * width, 2 * width, bias=bias), _norm_layer(norm, 2 * width, 1, impl),
             nn.ReLU(),
             nn.Linear(2 * width, 10),
         )
@@ -363,9 +363,9 @@ def _one_thread():
 
 def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
                     base_lr: float = 0.1, data: tuple | None = None,
-                    backend: str = "torch",
+                    impl: str = "torch",
                     dtype: torch.dtype = torch.float64) -> tuple[nn.Module, float]:
-    r"""Train :func:`small_cnn` (``norm``, ``seed``, ``backend``) on the training half of
+    r"""Train :func:`small_cnn` (``norm``, ``seed``, ``impl``) on the training half of
     :func:`digits_split` (or of ``data``, the same 4-tuple); return the model (in training
     mode) and the mean training loss of the last epoch.
 
@@ -398,7 +398,7 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
                          f"channel in training), got {batch_size}")
     x_train, y_train = (digits_split() if data is None else data)[:2]
     x_train = x_train.to(dtype)
-    model = small_cnn(norm, seed=seed, backend=backend).to(dtype)
+    model = small_cnn(norm, seed=seed, impl=impl).to(dtype)
     steps = len(x_train) // batch_size  # drop_last=True
     opt = torch.optim.SGD(model.parameters(), lr=base_lr * batch_size / 32, momentum=0.9)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps)
@@ -421,7 +421,7 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
 
 def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
                        base_lr: float = 0.1, data: tuple | None = None,
-                       backend: str = "torch",
+                       impl: str = "torch",
                        dtype: torch.dtype = torch.float64) -> dict[str, float]:
     r"""Train with :func:`train_small_cnn` (same arguments) and return the test error in %
     three ways, with the mean training loss of the last epoch (``"final_train_loss"``):
@@ -436,7 +436,7 @@ def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 
     """
     data = digits_split() if data is None else data
     x_train, _, x_test, y_test = (t.to(dtype) if t.is_floating_point() else t for t in data)
-    model, final_loss = train_small_cnn(norm, batch_size, seed, epochs, base_lr, data, backend,
+    model, final_loss = train_small_cnn(norm, batch_size, seed, epochs, base_lr, data, impl,
                                         dtype)
     everything = len(x_test)  # in eval mode the batching does not matter: one pass
     with _one_thread():
@@ -463,7 +463,7 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
     """:func:`train_and_evaluate` for every (norm, batch_size, seed), on one data split; one
     row per run with keys norm, batch_size, seed, eval, train_mode, recomputed,
     final_train_loss and seconds, in the order of the loops (norm, then batch size, then
-    seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, backend) go to
+    seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, impl) go to
     train_and_evaluate.
 
     ``workers > 1`` runs that many worker processes (started with ``spawn``, which works
