@@ -174,13 +174,19 @@ def _normalise_per_channel(x: Tensor, mean: Tensor, var: Tensor, eps: float,
 
     ``stats_dtype`` is the precision of batch statistics (pass the compute dtype when
     normalising with running statistics, which torch does not round)."""
-    if stats_dtype not in _HALF:
-        return _affine((x - mean) / torch.sqrt(var + eps), weight, bias, shape)
-    # All-float16/bfloat16 BatchNorm in training: torch's CPU kernel rounds the batch mean
-    # and 1/std to the input's precision, then applies y = x * scale + shift in float32.
-    # Matching it means doing the same (a float16 mean near 300 is off by up to 0.125). For
-    # bfloat16 inputs of 3 or more dims torch's own summation order differs again, so the
-    # two agree to about 2 bfloat16 ulps there.
+    if stats_dtype in _HALF:
+        return _half_precision_affine(x, mean, var, eps, weight, bias, shape, stats_dtype)
+    return _affine((x - mean) / torch.sqrt(var + eps), weight, bias, shape)
+
+
+def _half_precision_affine(x: Tensor, mean: Tensor, var: Tensor, eps: float,
+                           weight: Tensor | None, bias: Tensor | None, shape: list[int],
+                           stats_dtype: torch.dtype) -> Tensor:
+    """All-float16/bfloat16 BatchNorm in training, as torch's CPU kernel computes it: the
+    batch mean and 1/std rounded to the input's precision, then y = x * scale + shift in
+    float32. (A float16 mean near 300 is off by up to 0.125. For bfloat16 inputs of 3 or more
+    dims torch's own summation order differs again, so the two agree to about 2 bfloat16
+    ulps there.)"""
     mean = mean.to(stats_dtype).to(x.dtype)
     rstd = (1.0 / torch.sqrt(var + eps)).to(stats_dtype).to(x.dtype)
     scale = rstd if weight is None else rstd * weight.reshape(shape).to(x.dtype)
@@ -212,7 +218,8 @@ def batch_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
-    r"""Batch normalisation of an (N, C, \*) input, per channel (dim 1).
+    r"""Batch normalisation of an (N, C, \*) input, per channel (dim 1): Ioffe & Szegedy
+    (2015), Algorithm 1, with torch's signature and checks. Lesson 01.
 
     Training (``training=True``) uses the statistics of the batch over every dim but 1:
 
@@ -246,12 +253,44 @@ def batch_norm(
     Returns:
         A tensor of the input's shape and dtype.
     """
+    if _check_batch_norm_args(input, running_mean, running_var, weight, bias, training,
+                              momentum, eps):
+        return input.clone()  # an empty 1-D input: nothing to normalise, as in torch
+    c = input.shape[1]
+    shape = [1, c] + [1] * (input.dim() - 2)  # broadcasts a per-channel vector
+    x = input.to(compute_dtype(input.dtype))  # float16/bfloat16 are computed in float32
+    if training:  # Algorithm 1: mini-batch mean and variance over every dim but the channel's
+        mean, var = moments(x, [0] + list(range(2, input.dim())))
+        m = input.numel() // c if c else 0
+        if m > 0:  # an empty batch leaves the buffers untouched, as in torch
+            _update_running(running_mean, mean.reshape(c), momentum)
+            _update_running(running_var, var.reshape(c) * (m / (m - 1)), momentum)
+    else:  # inference: the population estimates
+        mean, var = running_mean.reshape(shape).to(x.dtype), running_var.reshape(shape).to(x.dtype)
+    stats_dtype = (_stats_dtype(input, weight, bias, running_mean, running_var) if training
+                   else x.dtype)
+    # normalise, then scale and shift: y = gamma * (x - mu) / sqrt(var + eps) + beta
+    return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
+                                  stats_dtype).to(input.dtype)
+
+
+def _check_batch_norm_args(input: Tensor, running_mean: Tensor | None,
+                           running_var: Tensor | None, weight: Tensor | None,
+                           bias: Tensor | None, training: bool, momentum: float,
+                           eps: float) -> bool:
+    """Raise what ``torch.nn.functional.batch_norm`` raises for the same arguments. Returns
+    True for the one 1-D input torch accepts: an empty one, with empty (or no) running
+    statistics and no affine parameters (torch counts the channels of a 1-D input as 0)."""
+    if input.dim() == 1 and input.numel() == 0 and weight is None and bias is None and all(
+            t is None or t.numel() == 0 for t in (running_mean, running_var)):
+        return True
     if training:
         _verify_batch_size(_size(input))
     if input.dim() < 2:
         raise RuntimeError(
             "batch_norm expects an input of shape (N, C) or (N, C, *) with the channels at dim 1, "
-            f"got a {input.dim()}D input of size {_size(input)}"
+            f"got a {input.dim()}D input of size {_size(input)} (only an empty 1-D input with "
+            "empty running statistics is accepted, as in torch)"
         )
     if training and eps <= 0.0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
@@ -263,8 +302,7 @@ def batch_norm(
             "handled by the BatchNorm modules, which pass 1/num_batches_tracked"
         )
     _check_floating("batch_norm", input)
-    c = input.shape[1]
-    _check_per_channel("batch_norm", input, c, running_mean=running_mean,
+    _check_per_channel("batch_norm", input, input.shape[1], running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
     _check_param_dtype("batch_norm", input, shared=True, running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
@@ -276,24 +314,7 @@ def batch_norm(
                 raise RuntimeError(
                     f"{name} must be defined in evaluation mode: batch_norm with training=False "
                     "normalises with running_mean and running_var, so both must be tensors")
-
-    x = input.to(compute_dtype(input.dtype))
-    shape = [1, c] + [1] * (input.dim() - 2)  # broadcasts a per-channel vector
-    if training:
-        reduce_dims = [0] + list(range(2, input.dim()))
-        mean, var = moments(x, reduce_dims)
-        m = input.numel() // c if c else 0
-        if m > 0:  # an empty batch leaves the buffers untouched, as in torch
-            _update_running(running_mean, mean.reshape(c), momentum)
-            _update_running(running_var, var.reshape(c) * (m / (m - 1)), momentum)
-    else:
-        mean = running_mean.reshape(shape).to(x.dtype)
-        var = running_var.reshape(shape).to(x.dtype)
-
-    stats_dtype = (_stats_dtype(input, weight, bias, running_mean, running_var) if training
-                   else x.dtype)
-    return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
-                                  stats_dtype).to(input.dtype)
+    return False
 
 
 def instance_norm(
