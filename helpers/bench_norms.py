@@ -82,7 +82,9 @@ GB = 1e9
 # --------------------------------------------------------------------------------------
 def tensor_bytes(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> int:
     """Bytes of a dense tensor: ``prod(shape) * itemsize`` (4 for float32, 2 for float16 and
-    bfloat16, 8 for float64)."""
+    bfloat16, 8 for float64).
+
+    Lesson 07."""
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"a shape has non-negative sizes, got {shape}")
@@ -92,7 +94,9 @@ def tensor_bytes(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> in
 def ideal_bytes(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> int:
     """The least a normalisation (or a copy) of a tensor of this shape can move: read the
     input once and write the output once, ``2 * tensor_bytes(shape, dtype)`` (the per-feature
-    or per-channel parameters are negligible and not counted)."""
+    or per-channel parameters are negligible and not counted).
+
+    Lesson 07."""
     return 2 * tensor_bytes(shape, dtype)
 
 
@@ -107,7 +111,9 @@ def bandwidth_gbs(nbytes: float, seconds: float) -> float:
 
 def median(values: Sequence[float]) -> float:
     """The median (middle value, or the mean of the two middle values): robust to the few
-    runs that another program on the machine slows down."""
+    runs that another program on the machine slows down.
+
+    Lesson 07."""
     values = list(values)
     if not values:
         raise ValueError("the median of no values is undefined: time at least one repeat")
@@ -148,6 +154,8 @@ def time_calls(fns: dict[str, Callable[[], object]], repeats: int = 15, warmup: 
 
     If a dict is given as ``faults``, it receives for each name the minor page faults of
     each timed call (:func:`minor_faults`, read outside the timed interval).
+
+    Lesson 07.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, "
@@ -253,6 +261,8 @@ def traffic(fn: Callable[..., object], *args, min_bytes: int = 0, **kwargs) -> l
     The model is exact at the boundaries between operations (an intermediate tensor is
     written by one operation and read back by the next) and blind inside one: a fused kernel
     counts one read of x and one write of y, whatever it does with data it keeps in cache.
+
+    Lesson 07.
     """
     if min_bytes < 0:
         raise ValueError(f"min_bytes cannot be negative, got {min_bytes}")
@@ -264,7 +274,9 @@ def traffic(fn: Callable[..., object], *args, min_bytes: int = 0, **kwargs) -> l
 
 def passes(ops: Sequence[OpTraffic], nbytes: int) -> float:
     """Total bytes read and written by ``ops``, in units of ``nbytes`` (the tensor's size):
-    a copy makes 2 passes (one read, one write)."""
+    a copy makes 2 passes (one read, one write).
+
+    Lesson 07."""
     if nbytes <= 0:
         raise ValueError(f"the tensor size must be positive, got {nbytes} bytes")
     return sum(o.read + o.written for o in ops) / nbytes
@@ -276,14 +288,18 @@ def passes(ops: Sequence[OpTraffic], nbytes: int) -> float:
 def naive_moments(x: Tensor) -> tuple[Tensor, Tensor]:
     r"""Mean and biased variance over the last dim from one pass of sums:
     :math:`\sigma^2 = \overline{x^2} - \bar x^2`. Cancels catastrophically when
-    :math:`|\bar x| \gg \sigma` (the two terms agree in all their leading digits)."""
+    :math:`|\bar x| \gg \sigma` (the two terms agree in all their leading digits).
+
+    Lesson 07."""
     mean = x.mean(-1)
     return mean, x.square().mean(-1) - mean.square()
 
 
 def two_pass_moments(x: Tensor) -> tuple[Tensor, Tensor]:
     r"""Mean and biased variance over the last dim in two passes: the mean first, then
-    :math:`\sigma^2 = \overline{(x - \bar x)^2}` (:func:`helpers.functional.centred_moments`)."""
+    :math:`\sigma^2 = \overline{(x - \bar x)^2}` (:func:`helpers.functional.centred_moments`).
+
+    Lesson 07."""
     mean, _, var = HF.centred_moments(x, [-1])
     return mean.squeeze(-1), var.squeeze(-1)
 
@@ -301,6 +317,8 @@ def welford_moments(x: Tensor, block: int = 1) -> tuple[Tensor, Tensor]:
 
     Returns ``(mean, M2 / n)``. Never forms :math:`\overline{x^2}`, so it does not cancel
     like :func:`naive_moments`.
+
+    Lesson 07.
     """
     if block < 1:
         raise ValueError(f"block must be a positive number of values, got {block}")
@@ -331,7 +349,9 @@ def sequential_sum(x: Tensor, dtype: torch.dtype) -> Tensor:
     :math:`s_k = \mathrm{round}_{\text{dtype}}(s_{k-1} + x_k)`. This is what a kernel that
     accumulates in the storage type would compute; PyTorch's reductions over float16 and
     bfloat16 accumulate in float32 instead. In float16, adding 1 to 2048 gives 2048 (2049
-    lies between two float16 numbers, 2048 and 2050, and rounds to the even one)."""
+    lies between two float16 numbers, 2048 and 2050, and rounds to the even one).
+
+    Lesson 07."""
     acc = torch.zeros(x.shape[:-1], dtype=dtype, device=x.device)
     for k in range(x.shape[-1]):
         acc = acc + x[..., k].to(dtype)
@@ -438,6 +458,8 @@ def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Ca
     Parameters are random (not 1 and 0) so no work is skipped.
     With ``compile``, two ``torch.compile``'d versions are added (the first call compiles:
     seconds on a GPU machine, minutes on a small CPU).
+
+    Lesson 07.
     """
     if x.dim() != 2 or x.shape[1] % GROUPS:
         raise ValueError(f"need a 2-D input whose second size divides into {GROUPS} groups, "
@@ -478,7 +500,9 @@ def implementations(x: Tensor, compile: bool = False) -> dict[str, tuple[str, Ca
 
 def default_clock(device: str | torch.device = "cpu") -> str:
     """``"thread"`` (CPU time of the calling thread) on the CPU with one torch thread, else
-    ``"wall"``: see :func:`time_calls`."""
+    ``"wall"``: see :func:`time_calls`.
+
+    Lesson 07."""
     one_cpu_thread = torch.device(device).type == "cpu" and torch.get_num_threads() == 1
     return "thread" if one_cpu_thread else "wall"
 
@@ -490,7 +514,9 @@ def measure(rows: int = 4096, cols: int = 1024, dtype: torch.dtype = torch.float
     N(0, 1) values and return one :class:`Row` each (the copy first). ``threads`` fixes
     torch's CPU thread count for the measurement (restored afterwards; ``None`` keeps it).
     ``clock=None`` picks :func:`default_clock`. Each row also carries the mean minor page
-    faults per timed call (:func:`minor_faults`)."""
+    faults per timed call (:func:`minor_faults`).
+
+    Lesson 07."""
     if rows < 2 or cols < GROUPS:
         raise ValueError(f"need at least 2 rows and {GROUPS} columns, got {rows} x {cols}")
     previous = torch.get_num_threads()
@@ -527,7 +553,9 @@ def format_table(rows: Sequence[Row], title: str = "") -> str:
     """The rows as a fixed-width text table: median and fastest time, GB/s (from the
     median), fraction of the copy's bandwidth, ATen operations dispatched, passes over
     full-size tensors (bytes read and written to tensors as large as the input, over the
-    input's size; :func:`traffic`) and minor page faults per call (mean)."""
+    input's size; :func:`traffic`) and minor page faults per call (mean).
+
+    Lesson 07."""
     lines = [title] if title else []
     lines.append(f"{'implementation':<30}{'median ms':>10}{'min ms':>8}{'GB/s':>8}{'x copy':>8}"
                  f"{'ops':>5}{'passes':>8}{'faults/call':>12}")
@@ -548,7 +576,9 @@ def copy_bandwidth(nbytes: int, repeats: int = 7, device: str = "cpu") -> float:
     :func:`default_clock`. The working set is ``2 * nbytes``: small tensors stay in a
     core's caches, large ones reach main memory, so the answer depends on ``nbytes``.
     (``x.clone()`` would also time the operating system mapping a fresh destination, one
-    page fault per 4 KiB, whenever the allocator returns new memory.)"""
+    page fault per 4 KiB, whenever the allocator returns new memory.)
+
+    Lesson 07."""
     x = torch.ones(max(nbytes // 4, 1), device=device)
     y = torch.empty_like(x)
     t = median(time_calls({"copy": lambda: y.copy_(x)}, repeats=repeats, warmup=1,
@@ -575,7 +605,9 @@ def cache_sizes(cpu_dir: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str
     """The data caches of one CPU core as the operating system describes them (Linux
     ``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}``, what ``lscpu`` shows):
     ``{"L1d": bytes, "L2": bytes, "L3": bytes}`` (instruction caches left out). An empty
-    dict where the directory does not exist (other systems): nothing is guessed."""
+    dict where the directory does not exist (other systems): nothing is guessed.
+
+    Lesson 07."""
     out: dict[str, int] = {}
     if not os.path.isdir(cpu_dir):
         return out
@@ -600,7 +632,9 @@ def cache_sizes(cpu_dir: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str
 
 def matmul_gflops(n: int = 512, repeats: int = 7, device: str = "cpu") -> float:
     """Median float32 matrix-multiply throughput in GFLOP/s (``2 n^3`` FLOPs per ``n x n``
-    product, timed with :func:`default_clock`): a practical compute ceiling."""
+    product, timed with :func:`default_clock`): a practical compute ceiling.
+
+    Lesson 07."""
     a = torch.ones(n, n, device=device)
     t = median(time_calls({"mm": lambda: a @ a}, repeats=repeats, warmup=1, device=device,
                           clock=default_clock(device))["mm"])
@@ -611,7 +645,9 @@ def roofline(intensity, peak_gflops: float, bandwidth: float):
     r"""Attainable GFLOP/s at arithmetic intensity ``intensity`` (FLOP per byte):
     :math:`\min(\text{peak},\ \text{intensity} \times \text{bandwidth})` (Williams,
     Waterman & Patterson 2009). Accepts a number or a sequence; the ridge point, where the
-    two meet, is ``peak_gflops / bandwidth``."""
+    two meet, is ``peak_gflops / bandwidth``.
+
+    Lesson 07."""
     if peak_gflops <= 0 or bandwidth <= 0:
         raise ValueError(f"peak and bandwidth must be positive, got {peak_gflops}, {bandwidth}")
     if isinstance(intensity, (int, float)):

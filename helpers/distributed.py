@@ -102,7 +102,9 @@ def channel_sums(x: Tensor) -> Tensor:
     spatial dims, shape (C,), in the tensor's own dtype, added pairwise in a fixed order
     (zero-padded to a power of two, then adjacent pairs added level by level). Each elementwise addition is correctly
     rounded, so the result is bit-for-bit the same on every CPU, whereas the order of
-    ``Tensor.sum`` (and so its last bits in float32) depends on the CPU's vector width."""
+    ``Tensor.sum`` (and so its last bits in float32) depends on the CPU's vector width.
+
+    Lesson 08."""
     c = x.shape[1]
     v = x.transpose(0, 1).reshape(c, -1)
     n = v.shape[1]
@@ -120,7 +122,9 @@ def local_moments(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     r"""Per channel (dim 1) of an (N, C, \*) shard: the count :math:`n` (a 0-dim tensor),
     the mean :math:`\mu` and the sum of squared deviations :math:`M_2 = \sum (x-\mu)^2`,
     each of shape (C,), computed in two passes with :func:`channel_sums`. An empty shard
-    gives :math:`n = 0`, :math:`\mu = 0`, :math:`M_2 = 0`, which the merge ignores."""
+    gives :math:`n = 0`, :math:`\mu = 0`, :math:`M_2 = 0`, which the merge ignores.
+
+    Lesson 08."""
     c = x.shape[1]
     n = x.numel() // c if c else 0
     count = torch.tensor(float(n), dtype=x.dtype, device=x.device)
@@ -139,7 +143,9 @@ def moments_from_sums(count: Tensor, total: Tensor, total_sq: Tensor) -> tuple[T
 
     Exact in exact arithmetic, but when :math:`|\mu| \gg \sigma` both terms of :math:`M_2`
     are about :math:`N\mu^2` and their difference is lost to rounding (it can even come out
-    negative)."""
+    negative).
+
+    Lesson 08."""
     mean = total / count
     return count.reshape(()), mean, total_sq - total * mean
 
@@ -203,6 +209,8 @@ def payload_bytes(num_channels: int, world_size: int, itemsize: int = 4) -> dict
     - ``forward_received``: what each rank receives, :math:`(W-1)(2C+1)` numbers;
     - ``backward``: the all_reduce message, :math:`2C` numbers (a ring all-reduce sends and
       receives :math:`2(W-1)/W` times this per rank).
+
+    Lesson 08.
     """
     if num_channels < 1 or world_size < 1 or itemsize < 1:
         raise ValueError(f"payload_bytes needs num_channels, world_size and itemsize >= 1, got "
@@ -226,6 +234,8 @@ class SyncBatchNormFunction(torch.autograd.Function):
     per-channel :math:`\sum \partial L/\partial y` and :math:`\sum \partial L/\partial y\,\hat x`
     all-reduced, then the formula of the module docstring. Without an initialised process
     group (or with one rank) it is plain BatchNorm of the local batch.
+
+    Lesson 08.
     """
 
     @staticmethod
@@ -294,6 +304,8 @@ class SyncBatchNorm(HN._NormBase):
     the running statistics; without an initialised process group (or with one rank) it is
     plain BatchNorm. Unlike torch's, it runs on CPU tensors (gloo). The keyword-only
     ``stats`` chooses how statistics are combined: ``"merged"`` (default) or ``"sumsq"``.
+
+    Lesson 08.
     """
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
@@ -338,7 +350,9 @@ class SyncBatchNorm(HN._NormBase):
 def convert_sync_batchnorm(module: nn.Module, process_group=None, stats: str = "merged") -> nn.Module:
     """Replace every BatchNorm layer of ``module`` (``torch.nn`` or ``helpers.norms``) by a
     :class:`SyncBatchNorm` that shares its parameters and buffers, as
-    ``torch.nn.SyncBatchNorm.convert_sync_batchnorm`` does; returns the (new) module."""
+    ``torch.nn.SyncBatchNorm.convert_sync_batchnorm`` does; returns the (new) module.
+
+    Lesson 08."""
     out = module
     if isinstance(module, (nn.modules.batchnorm._BatchNorm, HN._BatchNorm)) and not isinstance(
             module, SyncBatchNorm):
@@ -505,6 +519,8 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence[Any] = (), *,
       :data:`JOIN_TIMEOUT` seconds for that before returning, and terminates (then kills)
       only workers still alive after an error, a timeout, or that wait.
     - Results travel back pickled, so they should be small (tensors are copied).
+
+    Lesson 08.
     """
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
@@ -592,7 +608,9 @@ def make_case(seed: int = 0, shape: Sequence[int] = (11, 3, 4), dtype: torch.dty
     upstream gradient ``dy``, non-trivial ``weight`` (0.5..1.5), ``bias``, ``running_mean``
     and ``running_var`` (0.5..1.5), drawn in float64 from ``torch.Generator`` seeded with
     ``seed`` and cast to ``dtype``. The default batch of 11 splits unevenly (6 + 5 for two
-    ranks, 4 + 4 + 3 for three)."""
+    ranks, 4 + 4 + 3 for three).
+
+    Lesson 08."""
     if stats not in STATS_MODES:
         raise ValueError(f"stats must be one of {STATS_MODES}, got {stats!r}")
     if len(shape) < 2 or shape[1] < 1:
@@ -765,7 +783,9 @@ def compare_sync_batch_norm(cases: Sequence[dict], world_size: int = 2, *, timin
     all_gather / all_reduce and the backward all_reduce, measured on rank 0, "exitcodes":
     the workers' exit codes (0: clean shutdown)}``; with ``timing``, the last case also gets
     ``"timing"``: rank 0's median milliseconds per training step of the layer synchronised
-    and not, and of one bare all_reduce of :math:`2C` numbers (machine-dependent)."""
+    and not, and of one bare all_reduce of :math:`2C` numbers (machine-dependent).
+
+    Lesson 08."""
     if not cases:
         raise ValueError("compare_sync_batch_norm needs at least one case")
     for case in cases:
@@ -807,7 +827,9 @@ def resnet50_layout() -> dict[str, Any]:
     1x1 -> 3x3 -> 1x1 (x4) with a BatchNorm after every conv, and a 1x1 projection with its
     BatchNorm in each stage's first block; a 2048 -> 1000 classifier). Returns
     ``{"bn_channels": [C of each BatchNorm], "parameters": total parameter count}``; the
-    count is checked in the tests against torchvision's published 25,557,032."""
+    count is checked in the tests against torchvision's published 25,557,032.
+
+    Lesson 08."""
     bn, params = [64], 7 * 7 * 3 * 64 + 2 * 64
     in_ch = 64
     for width, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3)):

@@ -113,12 +113,16 @@ def _drill(name: str):
 
 
 def model_solution(name: str) -> Callable:
-    """The model solution of drill ``name`` as a function (its source is not printed)."""
+    """The model solution of drill ``name`` as a function (its source is not printed).
+
+    Lesson 12."""
     return _drill(name)[0]
 
 
 def solution(name: str) -> None:
-    """Print the model solution of drill ``name`` (a spoiler: try the drill first)."""
+    """Print the model solution of drill ``name`` (a spoiler: try the drill first).
+
+    Lesson 12."""
     print(inspect.getsource(_drill(name)[0]), end="")
 
 

@@ -34,7 +34,9 @@ SATURATION = 0.97  # |tanh| above this counts as saturated (gradient factor 1 - 
 
 def digits(dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
     """scikit-learn's bundled 8x8 digits (1797 images): inputs standardised per feature to
-    mean 0 and std 1 (constant pixels left at 0), shape (1797, 64), and labels (1797,)."""
+    mean 0 and std 1 (constant pixels left at 0), shape (1797, 64), and labels (1797,).
+
+    Lessons 00, 01."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
@@ -46,7 +48,9 @@ def digits(dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tens
 
 def digit_images(indices, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """The bundled 8x8 digits at ``indices`` as images of shape (n, 1, 8, 8), pixel values
-    scaled from 0..16 to 0..1 (no standardisation: lessons show what normalisation removes)."""
+    scaled from 0..16 to 0..1 (no standardisation: lessons show what normalisation removes).
+
+    Lesson 03."""
     from sklearn.datasets import load_digits
 
     images = torch.tensor(load_digits().images, dtype=dtype) / 16.0
@@ -63,6 +67,8 @@ def deep_mlp(depth: int = 20, width: int = 256, in_features: int = 64, num_class
     shrinks the signal layer by layer, a large gain drives tanh into saturation.
     ``norm`` is ``None``, ``"batch"`` (``helpers.norms.BatchNorm1d``) or ``"layer"``
     (``helpers.norms.LayerNorm``), placed before each Tanh.
+
+    Lessons 00, 01.
     """
     if norm not in (None, "batch", "layer"):
         raise ValueError(f"norm must be None, 'batch' or 'layer', got {norm!r}")
@@ -112,7 +118,9 @@ class LayerStats:
 
 def layer_statistics(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor) -> LayerStats:
     """One forward and backward pass (cross-entropy on ``y``) in training mode, recording
-    every Tanh's output and the gradient of the loss with respect to it."""
+    every Tanh's output and the gradient of the loss with respect to it.
+
+    Lesson 00."""
     model.train()
     acts: list[torch.Tensor] = []
 
@@ -163,6 +171,8 @@ def invariance_differences(norm, batch: int = 8, d_in: int = 16, d_out: int = 32
     ``norm`` maps the (batch, d_out) summed inputs to normalised outputs, e.g.
     ``lambda a: F.layer_norm(a, (a.shape[-1],), eps=0.0)``; use eps = 0 so that only the
     transformation matters (with eps > 0, "invariant" holds up to a term of order eps/var).
+
+    Lessons 02, 04.
     """
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, d_in, generator=g, dtype=torch.float64)
@@ -286,7 +296,9 @@ def digits_split(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     r"""(x_train, y_train, x_test, y_test): the digits of :func:`digits_split_indices` as
     float32 images (n, 1, 8, 8), both sets standardised with the training set's global
     statistics, :math:`x \to (x - \mu_\text{train}) / \sigma_\text{train}` (one mean and one
-    std over all training pixels)."""
+    std over all training pixels).
+
+    Lesson 01."""
     from sklearn.datasets import load_digits
 
     train, test = digits_split_indices(seed)
@@ -392,6 +404,8 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
     Defaults: base_lr 0.1 per 32 images is the paper's; 6 epochs is about the least with
     which GroupNorm, slower to train than BatchNorm here, gets within a few points of its
     converged error at batch 32 (which takes the fewest steps).
+
+    Lesson 01.
     """
     if batch_size < 2:
         raise ValueError(f"batch_size must be at least 2 (BatchNorm needs two values per "
@@ -471,7 +485,9 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
     do not depend on ``workers``. With ``progress``, one line per finished run is printed
     to stdout (the notebooks keep stderr empty). On 2 CPU cores with 2 workers, the
     12 runs of norms (batch, group) x batch sizes (32, 8, 2) x seeds (0, 1) take about
-    30 s (lesson 01); the 30 runs of 5 batch sizes and 3 seeds a few minutes."""
+    30 s (lesson 01); the 30 runs of 5 batch sizes and 3 seeds a few minutes.
+
+    Lesson 01."""
     from itertools import product
 
     if workers < 1:
@@ -523,6 +539,8 @@ def statistic_noise(model: nn.Module, x: torch.Tensor, batch_sizes=(32, 16, 8, 4
 
     Returns one row per (layer, batch size): ``layer`` (0, 1, ...), ``batch_size``,
     ``values`` (:math:`n`, values per statistic), ``noise``. The model is left unchanged.
+
+    Lesson 01.
     """
     bns = _batch_norm_layers(model)
     if not bns:
@@ -556,7 +574,9 @@ def statistic_noise(model: nn.Module, x: torch.Tensor, batch_sizes=(32, 16, 8, 4
 def grid_table(rows: list[dict]) -> str:
     """The rows of :func:`batch_size_grid` as a table: test errors (%) and last-epoch
     training losses, the mean over seeds with the spread (max - min) in brackets, one column
-    per batch size, next to Wu & He's Table 2 (ResNet-50 on ImageNet, :data:`WU_HE_TABLE2`)."""
+    per batch size, next to Wu & He's Table 2 (ResNet-50 on ImageNet, :data:`WU_HE_TABLE2`).
+
+    Lesson 01."""
     sizes = sorted({r["batch_size"] for r in rows}, reverse=True)
     seeds = sorted({r["seed"] for r in rows})
     lines = [f"{'mean (spread) of ' + str(len(seeds)) + ' seeds':<40}"

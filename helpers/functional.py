@@ -346,6 +346,8 @@ def instance_norm(
             + m\,\tfrac{1}{N}\sum_n \tfrac{|s|}{|s|-1}\sigma_{nc}^2
 
     With ``use_input_stats=False`` the buffers normalise instead (they must be given).
+
+    Lesson 03.
     """
     if use_input_stats and math.prod(input.shape[2:]) == 1:
         raise ValueError(
@@ -446,6 +448,8 @@ def layer_norm(
     where :math:`H` is the number of elements of ``normalized_shape`` and
     :math:`\gamma,\beta` have shape ``normalized_shape`` (one per element, not per channel).
     The same computation at training and inference; no running statistics.
+
+    Lessons 02, 04, 07.
     """
     shape = _as_shape(normalized_shape)
     _check_normalized_shape("layer_norm", input, shape, weight, bias)
@@ -480,6 +484,8 @@ def rms_norm(
     :math:`\epsilon` sits **inside** the square root; the gain :math:`g` (``weight``) is
     learnable and there is no bias. ``eps=None`` means ``torch.finfo(float32).eps`` for
     float16/bfloat16/float32 inputs and ``torch.finfo(float64).eps`` for float64.
+
+    Lesson 04.
     """
     shape = _as_shape(normalized_shape)
     if input.dim() < len(shape):
@@ -521,6 +527,8 @@ def group_norm(
 
     :math:`\gamma,\beta` are per channel. ``num_groups=1`` is LayerNorm over (C, \*) without
     its per-element affine; ``num_groups=C`` is InstanceNorm.
+
+    Lesson 03.
     """
     if input.dim() < 2:
         raise RuntimeError(
@@ -578,6 +586,8 @@ def index_set_norm(input: Tensor, num_groups: int, across_batch: bool,
     InstanceNorm          C               False
     GroupNorm             G               False
     ====================  ==============  ==============
+
+    Lesson 03.
     """
     if input.dim() < 2:
         raise RuntimeError(f"index_set_norm expects (N, C, *) input, got size {_size(input)}")
@@ -604,6 +614,8 @@ def adaptive_instance_norm(content: Tensor, style: Tensor, eps: float = 1e-5) ->
 
     with :math:`\sigma(x) = \sqrt{\mathrm{Var}(x) + \epsilon}` (biased variance). ``style``
     must have the same N and C (its spatial size may differ).
+
+    Lesson 03.
     """
     if content.dim() < 3 or style.dim() < 3 or content.shape[:2] != style.shape[:2]:
         raise RuntimeError(

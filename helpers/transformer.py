@@ -52,7 +52,9 @@ class CausalSelfAttention(nn.Module):
     r"""Multi-head causal self-attention with separate ``q_proj``, ``k_proj``, ``v_proj`` and
     ``out_proj`` (so an initialisation can treat them differently):
     :math:`\mathrm{softmax}(QK^\top/\sqrt{d_h} + M)\,V` per head, :math:`M` masking the
-    future, heads concatenated and projected by ``out_proj``."""
+    future, heads concatenated and projected by ``out_proj``.
+
+    Lesson 05."""
 
     def __init__(self, d_model: int, n_heads: int) -> None:
         super().__init__()
@@ -78,7 +80,9 @@ class CausalSelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    r""":math:`\mathrm{FFN}(x) = W_2\,\mathrm{ReLU}(W_1 x + b_1) + b_2` (``fc1``, ``fc2``)."""
+    r""":math:`\mathrm{FFN}(x) = W_2\,\mathrm{ReLU}(W_1 x + b_1) + b_2` (``fc1``, ``fc2``).
+
+    Lesson 05."""
 
     def __init__(self, d_model: int, d_ff: int) -> None:
         super().__init__()
@@ -100,6 +104,8 @@ class Block(nn.Module):
       :math:`\ \mathrm{out} = \mathrm{LN}_2(\alpha y + \mathrm{FFN}(y))`.
 
     ``alpha`` must be 1 unless ``norm_position="deepnorm"``.
+
+    Lessons 05, 06.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, norm_position: str = "pre",
@@ -137,6 +143,8 @@ class TinyTransformer(nn.Module):
     ``alpha``/``beta`` are given. Every model starts from the same initialisation
     (:func:`deepnorm_init` with beta = 1, i.e. Xavier-normal weights, zero biases,
     N(0, 1) embeddings), so that only the placement differs; DeepNorm then uses its beta.
+
+    Lessons 05, 06.
     """
 
     def __init__(self, vocab_size: int, d_model: int = 64, n_heads: int = 4,
@@ -200,6 +208,8 @@ def deepnorm_constants(num_encoder_layers: int = 0, num_decoder_layers: int = 0
 
     >>> {k: tuple(round(v, 3) for v in ab) for k, ab in deepnorm_constants(6).items()}
     {'encoder': (1.861, 0.38)}
+
+    Lessons 06, 12.
     """
     n, m = num_encoder_layers, num_decoder_layers
     for name, v in (("num_encoder_layers", n), ("num_decoder_layers", m)):
@@ -243,7 +253,9 @@ def layer_gradient_norms(model: TinyTransformer, parameter: str = "ffn.fc2.weigh
     r""":math:`\lVert \partial \mathcal L / \partial W \rVert_F` of ``parameter`` (a name inside
     a block, e.g. ``"ffn.fc2.weight"``, the FFN's second weight :math:`W^{2}` of Xiong et al.
     2020, or ``"attn.v_proj.weight"``) for each block, first to last. Call after
-    ``loss.backward()``; raises ``ValueError`` if a gradient is missing."""
+    ``loss.backward()``; raises ``ValueError`` if a gradient is missing.
+
+    Lesson 05."""
     out = []
     for i, block in enumerate(model.blocks):
         p = block.get_parameter(parameter)
@@ -259,7 +271,9 @@ def markov_tokens(batch_size: int, length: int, vocab_size: int, generator: torc
     (neighbouring tokens are correlated, some tokens are much more frequent than others).
     Transition probabilities :math:`P(j \mid i) = \mathrm{softmax}_j(s\,Z_{ij})` with
     :math:`Z_{ij} \sim \mathcal N(0, 1)` and ``sharpness`` s (s = 0 gives i.i.d. uniform
-    tokens); the first token is uniform. Everything is drawn from ``generator``."""
+    tokens); the first token is uniform. Everything is drawn from ``generator``.
+
+    Lesson 05."""
     if sharpness < 0:
         raise ValueError(f"sharpness must be >= 0, got {sharpness}")
     z = torch.randn(vocab_size, vocab_size, generator=generator, dtype=torch.float64)
@@ -278,7 +292,9 @@ def reversal_batch(batch_size: int, seq_len: int, vocab_size: int, generator: to
     ``[a_1 .. a_n, 0, a_n .. a_2]`` and must predict, at the separator and after it, the
     reversed sequence :math:`a_n, \dots, a_1`. Returns ``(inputs, targets)`` of shape
     (B, 2n) with ``targets = -100`` (ignored by cross-entropy) on the first n positions.
-    Chance accuracy is :math:`1/(V-1)`."""
+    Chance accuracy is :math:`1/(V-1)`.
+
+    Lessons 05, 06."""
     if vocab_size < 3 or seq_len < 2:
         raise ValueError(f"need vocab_size >= 3 and seq_len >= 2, got {vocab_size}, {seq_len}")
     a = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)
@@ -292,7 +308,9 @@ def reversal_batch(batch_size: int, seq_len: int, vocab_size: int, generator: to
 def warmup_factor(step: int, warmup_steps: int) -> float:
     r"""Linear warmup: the learning rate at optimiser step ``step`` (0-based) is
     :math:`\eta \cdot \min(1, (\text{step}+1)/\text{warmup\_steps})`; no warmup when
-    ``warmup_steps = 0``."""
+    ``warmup_steps = 0``.
+
+    Lesson 05."""
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
     return 1.0 if warmup_steps == 0 else min(1.0, (step + 1) / warmup_steps)
@@ -312,6 +330,8 @@ def train_reversal(model: nn.Module, steps: int = 300, lr: float = 3e-3, warmup_
     Returns ``{"steps": [...], "loss": [...], "accuracy": float, "final_loss": float}``: the
     training loss every ``log_every`` steps (averaged over those steps) and the token
     accuracy on a fresh evaluation set of ``eval_size`` sequences.
+
+    Lessons 05, 06.
     """
     if steps < 1 or log_every < 1:
         raise ValueError(f"steps and log_every must be >= 1, got {steps}, {log_every}")
@@ -356,7 +376,9 @@ def model_update(model_0: nn.Module, model_t: nn.Module, x: Tensor, output: str 
     as a root mean square over all entries (so it does not grow with the batch size), both
     models in eval mode, no gradients. ``output="logits"`` compares the models' outputs;
     ``output="features"`` compares :meth:`TinyTransformer.features`, the representation
-    the head reads, which leaves out the head's own update."""
+    the head reads, which leaves out the head's own update.
+
+    Lessons 05, 06."""
     if output not in ("logits", "features"):
         raise ValueError(f"output must be 'logits' or 'features', got {output!r}")
     model_0.eval()
@@ -371,7 +393,9 @@ def norm_input_rms(model: TinyTransformer, idx: Tensor) -> list[float]:
     r"""Root mean square of the input of every norm layer inside the blocks (``norm1``, then
     ``norm2``, block by block), for token ids ``idx``, no gradients. Under Post-LN and DeepNorm
     that input is the residual sum :math:`\alpha x + F(x)`; under Pre-LN it is the residual
-    stream :math:`x` itself, so the list shows how the stream grows with depth."""
+    stream :math:`x` itself, so the list shows how the stream grows with depth.
+
+    Lessons 05, 06."""
     found: list[float] = []
     hooks = [norm.register_forward_pre_hook(
         lambda _m, args: found.append(float(args[0].detach().pow(2).mean().sqrt())))

@@ -268,7 +268,9 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
 
 def bn_noise_explorer(batch_size: int = 8) -> Explorer:
     """Explorer (lesson 01): a slider over the batch size B (2 to 256) redraws
-    :func:`bn_noise_figure`."""
+    :func:`bn_noise_figure`.
+
+    Lesson 01."""
     if batch_size not in _BN_SIZES:
         raise ValueError(f"batch_size must be one of {_BN_SIZES}, got {batch_size!r}")
     return Explorer("batch size vs BatchNorm's batch statistics", "批大小与批归一化的批统计量",
@@ -321,7 +323,9 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
     r"""Figure and readout for :func:`ln_eps_explorer`: left, the output standard deviation
     :math:`s/\sqrt{s^2+\epsilon}` against s (line: formula; dots: measured), with
     :math:`\sqrt\epsilon` marked; right, one token's 16 first features after LayerNorm with
-    this :math:`\epsilon` and with :math:`\epsilon = 0`. Returns ``(figure, html)``."""
+    this :math:`\epsilon` and with :math:`\epsilon = 0`. Returns ``(figure, html)``.
+
+    Lesson 02."""
     plt = _style()
     r = layer_norm_shrinkage(input_std, eps)
     ref = layer_norm_shrinkage(input_std, 0.0)
@@ -361,7 +365,9 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
 def ln_eps_explorer(input_std: float = 1e-3, eps: float = 1e-5) -> Explorer:
     r"""Explorer (lesson 02): sliders for the input's standard deviation (:math:`10^{-5}` to
     10) and for :math:`\log_{10}\epsilon` (:math:`10^{-12}` to :math:`10^{-1}`) redraw
-    :func:`ln_eps_figure`."""
+    :func:`ln_eps_figure`.
+
+    Lesson 02."""
     _positive("input_std", input_std)
     _positive("eps", eps)
     return Explorer("eps vs LayerNorm on small-variance tokens", "ε 与低方差 token 上的层归一化",
@@ -483,7 +489,9 @@ def _bound(diff: Tensor) -> str:
 
 def group_norm_explorer(num_groups: int = 3, num_channels: int = 12) -> Explorer:
     """Explorer (lesson 03): a slider over the divisors G of ``num_channels`` redraws
-    :func:`group_norm_figure`."""
+    :func:`group_norm_figure`.
+
+    Lesson 03."""
     options = divisors(num_channels)
     if num_groups not in options:
         raise ValueError(f"num_groups must divide num_channels = {num_channels}: one of {options}, "
@@ -541,7 +549,9 @@ def rms_mean_figure(mean_offset: float = 2.0):
     r"""Figure and readout for :func:`rms_mean_explorer`: left, the output's standard
     deviation against :math:`m = \mu/\sigma` for RMSNorm (:math:`1/\sqrt{1+m^2}`) and
     LayerNorm (1); right, one token (16 first features) before and after each norm.
-    Returns ``(figure, html)``."""
+    Returns ``(figure, html)``.
+
+    Lesson 04."""
     plt = _style()
     r = rms_mean_offset(mean_offset)
     m_grid = torch.linspace(0, 8, 161, dtype=torch.float64)
@@ -579,7 +589,9 @@ def rms_mean_figure(mean_offset: float = 2.0):
 
 def rms_mean_explorer(mean_offset: float = 2.0) -> Explorer:
     """Explorer (lesson 04): a slider for the mean offset m = μ/σ (0 to 8) redraws
-    :func:`rms_mean_figure`."""
+    :func:`rms_mean_figure`.
+
+    Lesson 04."""
     if not (isinstance(mean_offset, (int, float)) and 0 <= mean_offset <= 8):
         raise ValueError(f"mean_offset must be between 0 and 8, got {mean_offset!r}")
     return Explorer("token mean vs RMSNorm and LayerNorm", "token 均值与均方根归一化、层归一化",
@@ -663,7 +675,9 @@ def pre_post_ln_figure(num_layers: int = 12, seeds: tuple[int, ...] = (0, 1, 2))
 
 def pre_post_ln_explorer(num_layers: int = 12) -> Explorer:
     """Explorer (lesson 05): a slider for the depth L (1 to 24) redraws
-    :func:`pre_post_ln_figure`."""
+    :func:`pre_post_ln_figure`.
+
+    Lesson 05."""
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or not 1 <= num_layers <= 24:
         raise ValueError(f"num_layers must be an integer from 1 to 24, got {num_layers!r}")
     return Explorer("depth vs gradient norms of Post-LN and Pre-LN", "深度与 Post-LN、Pre-LN 的梯度范数",

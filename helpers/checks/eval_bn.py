@@ -61,6 +61,8 @@ def check_batch_norm_eval(fn: Callable[..., Tensor], *, title: str = "batch_norm
     ``debiased_running_var``, ``missing_keepdim`` (here: the buffers not reshaped to
     (1, C, 1, ...), the same key as the other checkers' misaligned statistics),
     ``affine_missing``, ``wrong_dtype``.
+
+    Lesson 12.
     """
     g = generator(4)
     cases = []

@@ -94,6 +94,8 @@ def check_layer_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
     Cases: (N, d) and (B, T, d) inputs, d = 4 (the unbiased variance is off by
     sqrt(4/3)), a square (6, 6) input where a missing ``keepdim`` still broadcasts, tiny
     inputs (eps placement), a large offset (one-pass variance), float16 input.
+
+    Lessons 00, 02, 12.
     """
     g = generator(0)
     cases = []
@@ -171,6 +173,8 @@ def check_batch_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
     float16 input. Cases: (N, C), (N, C, L) with L = C (a missing ``keepdim`` broadcasts),
     (N, C, H, W), N = 2 (the unbiased variance is off by sqrt(2) in (N, C)), tiny inputs,
     a large offset, float16.
+
+    Lessons 01, 12.
     """
     g = generator(1)
     cases = []
@@ -241,6 +245,8 @@ def check_rms_norm(fn: Callable[[Tensor, Tensor, float], Tensor], *, title: str 
     subtracted, no bias), float32 math for float16 input. Cases include inputs with a
     non-zero mean (subtracting it is a mistake), tiny inputs (eps placement), (B, T, d),
     a square input (missing ``keepdim``) and float16 values whose squares overflow float16.
+
+    Lessons 04, 12.
     """
     g = generator(2)
     cases = []
@@ -315,6 +321,8 @@ def check_group_norm(fn: Callable[[Tensor, int, Tensor, Tensor, float], Tensor],
     biased variance, per-channel ``weight``/``bias``. Cases separate G groups from
     "G channels per group", contiguous from interleaved grouping, and include G = 1
     (LayerNorm-like), G = C (InstanceNorm-like), 3-D, 4-D and float16 input.
+
+    Lessons 03, 12.
     """
     g = generator(3)
     cases = []
