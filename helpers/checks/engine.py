@@ -121,12 +121,12 @@ def affine_params(n: int, g: torch.Generator, dtype: torch.dtype = torch.float32
 # the mistakes every normalisation checker knows
 # --------------------------------------------------------------------------------------
 HALF_NOTE = (
-    "float16 input computed in float16. Your formula is right; it is the precision: float16 "
+    "float16 input computed in float16. This case is about precision, not the formula: float16 "
     "keeps 11 significant bits, so near 300 its values are 0.25 apart and a mean or a sum of "
     "squares kept in float16 is rounded by up to that much. PyTorch's kernels accumulate in "
     "float32 and cast the result back. To match them: x.float() for the statistics, then "
     ".to(x.dtype). Lesson 07, section 6 (\"Half precision: why kernels accumulate in float32\").",
-    "float16 输入直接用 float16 计算了。公式是对的，问题在精度：float16 只有 11 位有效二进制位，"
+    "float16 输入直接用 float16 计算了。这个用例考的是精度，不是公式：float16 只有 11 位有效二进制位，"
     "在 300 附近相邻两个数相差 0.25，用 float16 保存的均值或平方和会被舍入这么多。PyTorch 的内核用 "
     "float32 累加，再把结果转回输入的精度。要与它一致：用 x.float() 计算统计量，再 .to(x.dtype)。"
     "见第 07 课第 6 节（“半精度：为什么内核用 float32 累加”）。")
@@ -282,15 +282,17 @@ def run_cases(title: str, fn: Callable, cases: Sequence[Case], reference: Callab
     note_zh = [f"注意（'{c.name}'）：{by_key[c.hint].zh}" for c, _ in notes]
     note_keys = [c.hint for c, _ in notes]
     ref_en, ref_zh = against
+    # a space between Chinese and a Latin word, none between two Chinese characters
+    ref_zh = (" " if ref_zh[:1].isascii() else "") + ref_zh + (" " if ref_zh[-1:].isascii() else "")
     if not failures:
         matched = n - len(notes)
         if notes:
             head = (f"✔ {title}: {matched} of {n} cases match {ref_en}; the other is a note. "
-                    f"/ {matched}/{n} 个用例与 {ref_zh} 一致；另一个见下面的注意。")
+                    f"/ {matched}/{n} 个用例与{ref_zh}一致；另一个见下面的注意。")
         elif n == 1:
-            head = f"✔ {title}: matches {ref_en}. / 与 {ref_zh} 一致。"
+            head = f"✔ {title}: matches {ref_en}. / 与{ref_zh}一致。"
         else:
-            head = f"✔ {title}: all {n} cases match {ref_en}. / 全部 {n} 个用例与 {ref_zh} 一致。"
+            head = f"✔ {title}: all {n} cases match {ref_en}. / 全部 {n} 个用例与{ref_zh}一致。"
         return CheckResult(True, "\n".join([head, *note_en, *note_zh]), notes=note_keys)
 
     # the mistakes found, the one that explains the most failing cases first
@@ -304,11 +306,11 @@ def run_cases(title: str, fn: Callable, cases: Sequence[Case], reference: Callab
     names = [f[0].name for f in failures]
     if n == 1:
         head = f"✘ {title}: differs from {ref_en} ({what})."
-        head_zh = f"✘ {title}：与 {ref_zh} 不一致（{what_zh(what)}）。"
+        head_zh = f"✘ {title}：与{ref_zh}不一致（{what_zh(what)}）。"
     else:
         head = (f"✘ {title}: {len(failures)} of {n} cases differ from {ref_en} "
                 f"(first: '{case.name}', {what}).")
-        head_zh = (f"✘ {title}：{len(failures)}/{n} 个用例与 {ref_zh} 不一致"
+        head_zh = (f"✘ {title}：{len(failures)}/{n} 个用例与{ref_zh}不一致"
                    f"（首个：'{case.name}'，{what_zh(what)}）。")
     if key is None:
         body = (f"No known mistake matches; print your output beside the expected one on that "
