@@ -75,6 +75,23 @@ def _affine_ch(y, x, w, b):
     return y + _ch(b, x).double() if b is not None else y
 
 
+def _precision_and_affine_slips(dims_fn: Callable, per_feature: Callable) -> dict[str, Callable]:
+    """The one-pass variance (float32 input), float16 computed in float16, and the affine step
+    forgotten, for a mean/variance norm of ``fn(x, weight, bias, eps)`` over ``dims_fn(x)``
+    whose parameters broadcast as ``per_feature(p, x)``."""
+    def affine(y, x, w, b):
+        return y * per_feature(w, x) + per_feature(b, x)
+
+    return {
+        "one_pass_variance": lambda x, w, b, eps: _only_if(x.dtype == torch.float32, lambda: affine(
+            _mv_norm(x, dims_fn(x), eps, one_pass=True, in_dtype=True).double(), x,
+            w.double(), b.double()).float()),
+        "half_not_float32": lambda x, w, b, eps: _only_if(x.dtype == torch.float16, lambda: affine(
+            _mv_norm(x, dims_fn(x), eps, in_dtype=True), x, w, b)),
+        "affine_missing": lambda x, w, b, eps: _cast_like(_mv_norm(x, dims_fn(x), eps), x),
+    }
+
+
 def _only_if(cond: bool, thunk: Callable[[], Tensor]) -> Tensor | None:
     try:
         return thunk() if cond else None
@@ -131,11 +148,7 @@ def check_layer_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
             _affine_last(_mv_norm(x, [0], eps), w, b), x),
         "missing_keepdim": lambda x, w, b, eps: _only_if(x.dim() == 2 and x.shape[0] == x.shape[1],
             lambda: _cast_like(_affine_last(_mv_norm(x, _last(x), eps, keepdim=False), w, b), x)),
-        "one_pass_variance": lambda x, w, b, eps: _only_if(x.dtype == torch.float32, lambda:
-            _affine_last(_mv_norm(x, _last(x), eps, one_pass=True, in_dtype=True).double(), w, b).float()),
-        "half_not_float32": lambda x, w, b, eps: _only_if(x.dtype == torch.float16, lambda:
-            _mv_norm(x, _last(x), eps, in_dtype=True) * w + b),
-        "affine_missing": lambda x, w, b, eps: _cast_like(_mv_norm(x, _last(x), eps), x),
+        **_precision_and_affine_slips(_last, lambda p, x: p),
     }, extra={
         "mean_not_subtracted": (
             "the mean is not subtracted (that is RMSNorm, not LayerNorm): LayerNorm centres "
@@ -213,12 +226,7 @@ def check_batch_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
         "per_sample_statistics": variant(lambda t: list(range(1, t.dim()))),
         "missing_keepdim": lambda x, w, b, eps: _only_if(x.dim() > 2, lambda: _cast_like(
             _affine_ch(_mv_norm(x, _bn_dims(x), eps, keepdim=False), x, w, b), x)),
-        "one_pass_variance": lambda x, w, b, eps: _only_if(x.dtype == torch.float32, lambda:
-            _affine_ch(_mv_norm(x, _bn_dims(x), eps, one_pass=True, in_dtype=True).double(),
-                       x, w, b).float()),
-        "half_not_float32": lambda x, w, b, eps: _only_if(x.dtype == torch.float16, lambda:
-            _mv_norm(x, _bn_dims(x), eps, in_dtype=True) * _ch(w, x) + _ch(b, x)),
-        "affine_missing": lambda x, w, b, eps: _cast_like(_mv_norm(x, _bn_dims(x), eps), x),
+        **_precision_and_affine_slips(_bn_dims, _ch),
     }, extra={
         "forgot_spatial_dims": (
             "statistics over the batch dim only: for (N, C, L, ...) input BatchNorm reduces "
