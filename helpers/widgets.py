@@ -40,6 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .functional import centred_moments
+
 __all__ = [
     "Explorer", "figure_png", "slider",
     "batch_statistics_spread", "batch_std_spread_theory", "bn_noise_figure", "bn_noise_explorer",
@@ -203,8 +205,8 @@ def batch_statistics_spread(batch_size: int, num_batches: int = 2000, mean: floa
         raise ValueError(f"eps must be >= 0, got {eps!r}")
     g = torch.Generator().manual_seed(seed)
     x = mean + std * torch.randn(n, b, generator=g, dtype=torch.float64)
-    mu_b = x.mean(1)
-    sd_b = ((x - mu_b[:, None]) ** 2).mean(1).sqrt()
+    mu_b, _, var_b = centred_moments(x, [1])
+    mu_b, sd_b = mu_b.squeeze(1), var_b.squeeze(1).sqrt()
     x_hat_batch = (x[:, 0] - mu_b) / (sd_b ** 2 + eps).sqrt()
     x_hat_pop = (x[:, 0] - mean) / math.sqrt(std ** 2 + eps)
     return {
@@ -409,12 +411,10 @@ def group_norm_channels(x: Tensor, num_groups: int, eps: float = 1e-5) -> dict:
     if c % g:
         raise ValueError(f"{c} channels do not split into {g} groups; choose one of {divisors(c)}")
     xg = x.reshape(n, g, -1)
-    mu = xg.mean(-1, keepdim=True)
-    var = ((xg - mu) ** 2).mean(-1, keepdim=True)
-    y = ((xg - mu) / torch.sqrt(var + eps)).reshape(x.shape)
-    flat = y.reshape(n, c, -1)
-    cmean = flat.mean(-1)
-    cstd = ((flat - cmean[..., None]) ** 2).mean(-1).sqrt()
+    _, centred, var = centred_moments(xg, [-1])
+    y = (centred / torch.sqrt(var + eps)).reshape(x.shape)
+    cmean, _, cvar = centred_moments(y.reshape(n, c, -1), [-1])
+    cmean, cstd = cmean.squeeze(-1), cvar.squeeze(-1).sqrt()
     return {"output": y, "group": torch.arange(c) // (c // g), "group_size": xg.shape[-1],
             "channel_mean": cmean, "channel_std": cstd}
 
@@ -532,11 +532,11 @@ def rms_mean_offset(mean_offset: float, d: int = 64, tokens: int = 256, eps: flo
     d = _positive_int("d", d, 2)
     a = _standardised_tokens(_positive_int("tokens", tokens), d, seed) + mean_offset
     rms = a / torch.sqrt(a.pow(2).mean(-1, keepdim=True) + eps)
-    mu = a.mean(-1, keepdim=True)
-    ln = (a - mu) / torch.sqrt((a - mu).pow(2).mean(-1, keepdim=True) + eps)
+    _, centred, var = centred_moments(a, [-1])
+    ln = centred / torch.sqrt(var + eps)
 
     def std(t):
-        return float(((t - t.mean(-1, keepdim=True)) ** 2).mean(-1).sqrt().mean())
+        return float(centred_moments(t, [-1])[2].sqrt().mean())
 
     denom = math.sqrt(1 + mean_offset ** 2 + eps)
     return {"input": a, "rms": rms, "ln": ln,

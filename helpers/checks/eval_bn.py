@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..functional import centred_moments
 from .engine import Case, CheckResult, affine_params, generator, mistakes, randn, run_cases
 
 __all__ = ["check_batch_norm_eval"]
@@ -29,7 +30,7 @@ def _eval_variant(*, batch_stats=False, no_sqrt=False, eps_outside=False, debias
             mean, var = rm.double(), rv.double()
         elif batch_stats:
             dims = [0] + list(range(2, x.dim()))
-            mean, var = xd.mean(dims, keepdim=True), xd.var(dims, keepdim=True, correction=0)
+            mean, _, var = centred_moments(xd, dims)
         else:
             mean, var = _ch(rm, x), _ch(rv, x)
         if debias:  # "the stored variance is unbiased, so convert it back": m is the eval batch's
