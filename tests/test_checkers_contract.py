@@ -134,3 +134,15 @@ def test_textbook_formula_in_float16_passes_with_a_note():
 def test_drills_report_under_the_drill_name():
     r = drills.grade("batch_norm_train", drills.model_solution("batch_norm_train"))
     assert r.message.startswith("✔ batch_norm_train:")
+
+
+def test_a_wrong_formula_on_float16_is_a_failure_not_a_note():
+    """The float16 case is a note only when the formula is right in float32."""
+    def per_batch_ln(x, w, b, eps):  # upcasts, but normalises over the batch dim
+        xf = x.float()
+        mu = xf.mean(0, keepdim=True)
+        y = (xf - mu) / torch.sqrt(((xf - mu) ** 2).mean(0, keepdim=True) + eps) * w + b
+        return y.to(x.dtype)
+
+    r = check_layer_norm(per_batch_ln)
+    assert not r and r.notes == [] and "float16, x = 300 + N(0, 1)" in r.failed_cases

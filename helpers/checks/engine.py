@@ -19,6 +19,7 @@ Topic modules (:mod:`helpers.checks.norms`, ...) hold the cases and the catalogu
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -77,8 +78,9 @@ class Mistake:
 class Case:
     """One input to run: ``args`` in the learner's call order, a description, tolerances,
     the mistake to suggest when this case alone fails and nothing else matched (``hint``),
-    ``advisory``: when the output's values differ on this case, report the ``hint`` mistake as
-    a note instead of a failure; and ``report_error=False`` where the size of a wrong result
+    ``advisory``: when the output's values differ on this case but match the reference once
+    the case's half-precision tensors are upcast to float32 (the formula is right), report
+    the ``hint`` mistake as a note instead of a failure; and ``report_error=False`` where the size of a wrong result
     depends on the CPU's summation order (catastrophic cancellation), so it is not printed."""
 
     name: str
@@ -249,6 +251,15 @@ def _one_case(fn: Callable, case: Case, ref: Tensor, catalogue: Sequence[Mistake
     return what, keys, True
 
 
+def _right_in_float32(fn: Callable, case: Case, reference: Callable) -> bool:
+    """Whether ``fn`` matches the reference on ``case`` with its half-precision tensors upcast
+    to float32: then the formula is right, and a difference on the half-precision input is
+    one of precision only."""
+    args = tuple(a.float() if isinstance(a, Tensor) and a.dtype in (torch.float16, torch.bfloat16)
+                 else a for a in case.args)
+    return _one_case(fn, dataclasses.replace(case, args=args), reference(*args), ()) is None
+
+
 NOT_WRITTEN = ("not written yet. Fill in the body, then run this cell again.",
                "还没有实现：写好函数体后重新运行本单元格。")
 
@@ -272,7 +283,7 @@ def run_cases(title: str, fn: Callable, cases: Sequence[Case], reference: Callab
             if outcome is None:
                 continue
             what, keys, values_only = outcome
-            if case.advisory and values_only and case.hint:
+            if case.advisory and values_only and case.hint and _right_in_float32(fn, case, reference):
                 notes.append((case, what))
             else:
                 failures.append((case, what, keys))
