@@ -55,7 +55,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests
 
 bench: $(STAMP)
-	$(PY) -m helpers.bench
+	$(PY) -m tools.bench
 
 # the table of lesson 07 (THREADS, REPEATS: make bench-norms THREADS=2 REPEATS=31)
 THREADS ?= 1
@@ -64,20 +64,20 @@ bench-norms: $(STAMP)
 	$(PY) -m helpers.bench_norms --threads $(THREADS) --repeats $(REPEATS)
 
 execute: $(STAMP)
-	$(PY) -m helpers.bench --execute-in-place
+	$(PY) -m tools.bench --execute-in-place
 
 flashcards: $(STAMP)
-	$(PY) -m helpers.flashcards
+	$(PY) -m tools.flashcards
 
 # single-language editions (LESSONS="01 05" for some lessons only); the first run installs
 # MathJax and reveal.js from npm into build/vendor/ (needs Node.js and npm)
 LESSONS ?=
 EXPORT_ARGS := $(if $(LESSONS),--lessons $(LESSONS),)
 export: $(STAMP)
-	$(PY) -m helpers.export notebooks html $(EXPORT_ARGS)
+	$(PY) -m tools.export notebooks html $(EXPORT_ARGS)
 
 slides: $(STAMP)
-	$(PY) -m helpers.export slides $(EXPORT_ARGS)
+	$(PY) -m tools.export slides $(EXPORT_ARGS)
 
 test-exports: export
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval --nbval-current-env \
@@ -90,7 +90,7 @@ $(BROWSER_STAMP): requirements-browser.txt $(STAMP)
 	touch $(BROWSER_STAMP)
 
 test-browser: $(BROWSER_STAMP)
-	$(PY) -m helpers.export all --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
+	$(PY) -m tools.export all --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
 	BROWSER_LESSON=$(or $(BROWSER_LESSON),03_instance_and_group_norm) \
 		$(PY) -m pytest -v browser_tests
 	@echo "screenshots: build/browser/"

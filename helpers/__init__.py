@@ -1,20 +1,42 @@
-"""The course's shared library.
+"""The course's shared library: what the notebooks import, and nothing else (the build tooling
+lives in ``tools/``). Each module, with the lessons that use it:
 
 - :mod:`helpers.functional`: from-scratch ``batch_norm``, ``instance_norm``, ``layer_norm``,
-  ``group_norm``, ``rms_norm`` with the signatures and semantics of ``torch.nn.functional``.
+  ``group_norm``, ``rms_norm`` with the signatures and semantics of ``torch.nn.functional``,
+  and the course's one mean/variance code (``centred_moments``, ``merge_moments``).
+  Lessons 02 to 04, 07, 08.
 - :mod:`helpers.norms`: drop-in modules with torch's class names, parameters and buffers.
+  Lessons 00, 01, 04.
 - :mod:`helpers.backward`: hand-derived backward passes, checked against autograd.
-- :mod:`helpers.checks`: exercise checkers that name the mistake a learner made.
+  Lessons 01 to 04, 12.
+- :mod:`helpers.checks`: every exercise checker, one contract (a bilingual ``CheckResult``).
+  Lessons 00 to 08, 12.
+- :mod:`helpers.drills`: the five-minute drills and their model solutions. Lesson 12.
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
-- :mod:`helpers.display`: printing rounding-level numbers as bounds, so outputs reproduce.
-- :mod:`helpers.bench`: execute and time the notebooks; :mod:`helpers.bench_norms`: time the
-  normalisation kernels against a copy (`make bench-norms`).
-- :mod:`helpers.flashcards`: the interview questions as Anki flashcards (`make flashcards`).
+  Every lesson (style); lessons 00 to 04.
+- :mod:`helpers.widgets`: the lecture explorers (sliders that redraw a figure). Lessons 01 to 05.
+- :mod:`helpers.transformer`: a tiny Transformer with Post-LN, Pre-LN and DeepNorm blocks, and
+  the layouts of today's models (LLaMA, Gemma 2, OLMo 2, Peri-LN), QK-norm, LayerScale and
+  SkipInit. Lessons 05, 06, 09, 12. :mod:`helpers.transformer_figures`: lesson 09's figures.
+- :mod:`helpers.grids`: the training grids too long for a lesson (``python -m helpers.grids``),
+  and :mod:`helpers.results`: the results files they and ``python -m helpers.experiments``
+  write to ``results/``. Lessons 01, 05, 06.
+- :mod:`helpers.progress`: a one-line progress bar (live in a notebook, one final line in the
+  saved output). Lessons 05, 06.
+- :mod:`helpers.bn_practice`: BatchNorm in practice (dropout's variance shift, weight-decay
+  groups, FrozenBatchNorm2d, Batch Renorm, ghost BatchNorm). Lesson 10.
 - :mod:`helpers.weight_norms`: normalising the weights (WeightNorm, Weight Standardisation,
-  spectral norm) and lesson 11's experiment; :mod:`helpers.checks_weight_norms`: its checkers.
+  spectral norm) and lesson 11's experiment. Lesson 11.
+- :mod:`helpers.bench_norms`: memory traffic, timings and variance algorithms of the
+  normalisation kernels (``make bench-norms``). Lesson 07.
 - :mod:`helpers.distributed`: synchronised BatchNorm on ``torch.distributed`` (gloo, CPU) and
-  a launcher for local worker processes (imported on its own: ``from helpers import distributed``).
+  a launcher for local worker processes (imported on its own: ``from helpers import
+  distributed``). Lesson 08.
+- :mod:`helpers.fold`: folding an eval-mode BatchNorm into the layer before it. Lessons 01, 07, 12.
+- :mod:`helpers.training`: a minimal training loop. Lesson 01.
+- :mod:`helpers.display`: printing rounding-level numbers as bounds, so outputs reproduce.
+  Every lesson.
 """
 
 from . import backward, checks, functional, norms

@@ -81,6 +81,8 @@ def batch_norm_backward(grad_output: Tensor, input: Tensor, weight: Tensor | Non
         \quad \frac{\partial L}{\partial \beta_c} = \sum_{n,s}\frac{\partial L}{\partial y}
 
     with :math:`m = N\cdot\prod(\text{spatial})` and :math:`r_c = 1/\sqrt{\sigma_c^2+\epsilon}`.
+
+    Lessons 01, 12.
     """
     ct = compute_dtype(input.dtype)
     x, dy = input.to(ct), grad_output.to(ct)
@@ -106,6 +108,8 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: Se
 
     :math:`\partial L/\partial\gamma` and :math:`\partial L/\partial\beta` sum over the
     leading (batch, time) dims and have shape ``normalized_shape``.
+
+    Lessons 02, 12.
     """
     x, dy, dims, lead = _trailing(grad_output, input, normalized_shape)
     xhat, rstd = _normalise(x, dims, eps)
@@ -127,6 +131,8 @@ def group_norm_backward(grad_output: Tensor, input: Tensor, num_groups: int,
         \frac{\partial L}{\partial x} = r_{ng}\Big(g - \overline{g} - \hat x\,\overline{g\hat x}\Big),\quad
         \frac{\partial L}{\partial\gamma_c} = \sum_{n,s}\frac{\partial L}{\partial y}\hat x,\quad
         \frac{\partial L}{\partial\beta_c} = \sum_{n,s}\frac{\partial L}{\partial y}
+
+    Lesson 03.
     """
     ct = compute_dtype(input.dtype)
     x, dy = input.to(ct), grad_output.to(ct)
@@ -155,6 +161,8 @@ def rms_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape: Sequ
 
     :math:`\partial L/\partial\mathbf{g} = \sum \partial L/\partial y\cdot\hat x` over the
     leading dims. There is no bias, so ``grad_bias`` is ``None``.
+
+    Lessons 04, 12.
     """
     x, dy, dims, lead = _trailing(grad_output, input, normalized_shape)
     rstd = 1.0 / torch.sqrt(x.square().mean(dims, keepdim=True) + rms_eps(input.dtype, eps))

@@ -16,6 +16,8 @@ def bound(value, floor: float = 1e-12, digits: int = 1) -> str:
 
     >>> bound(8.9e-16), bound(2.3e-3), bound(3e-8, floor=1e-5)
     ('< 1e-12', '2.3e-03', '< 1e-05')
+
+    Lessons 01, 02, 03, 04, 05, 06, 07, 08, 12.
     """
     value = float(value.detach()) if hasattr(value, "detach") else float(value)  # tensors too
     if value != value:  # NaN

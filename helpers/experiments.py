@@ -34,7 +34,9 @@ SATURATION = 0.97  # |tanh| above this counts as saturated (gradient factor 1 - 
 
 def digits(dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
     """scikit-learn's bundled 8x8 digits (1797 images): inputs standardised per feature to
-    mean 0 and std 1 (constant pixels left at 0), shape (1797, 64), and labels (1797,)."""
+    mean 0 and std 1 (constant pixels left at 0), shape (1797, 64), and labels (1797,).
+
+    Lessons 00, 01."""
     from sklearn.datasets import load_digits
 
     data = load_digits()
@@ -46,7 +48,9 @@ def digits(dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tens
 
 def digit_images(indices, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """The bundled 8x8 digits at ``indices`` as images of shape (n, 1, 8, 8), pixel values
-    scaled from 0..16 to 0..1 (no standardisation: lessons show what normalisation removes)."""
+    scaled from 0..16 to 0..1 (no standardisation: lessons show what normalisation removes).
+
+    Lesson 03."""
     from sklearn.datasets import load_digits
 
     images = torch.tensor(load_digits().images, dtype=dtype) / 16.0
@@ -63,6 +67,8 @@ def deep_mlp(depth: int = 20, width: int = 256, in_features: int = 64, num_class
     shrinks the signal layer by layer, a large gain drives tanh into saturation.
     ``norm`` is ``None``, ``"batch"`` (``helpers.norms.BatchNorm1d``) or ``"layer"``
     (``helpers.norms.LayerNorm``), placed before each Tanh.
+
+    Lessons 00, 01.
     """
     if norm not in (None, "batch", "layer"):
         raise ValueError(f"norm must be None, 'batch' or 'layer', got {norm!r}")
@@ -112,7 +118,9 @@ class LayerStats:
 
 def layer_statistics(model: nn.Sequential, x: torch.Tensor, y: torch.Tensor) -> LayerStats:
     """One forward and backward pass (cross-entropy on ``y``) in training mode, recording
-    every Tanh's output and the gradient of the loss with respect to it."""
+    every Tanh's output and the gradient of the loss with respect to it.
+
+    Lesson 00."""
     model.train()
     acts: list[torch.Tensor] = []
 
@@ -163,6 +171,8 @@ def invariance_differences(norm, batch: int = 8, d_in: int = 16, d_out: int = 32
     ``norm`` maps the (batch, d_out) summed inputs to normalised outputs, e.g.
     ``lambda a: F.layer_norm(a, (a.shape[-1],), eps=0.0)``; use eps = 0 so that only the
     transformation matters (with eps > 0, "invariant" holds up to a term of order eps/var).
+
+    Lessons 02, 04.
     """
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, d_in, generator=g, dtype=torch.float64)
@@ -204,10 +214,10 @@ GROUPS = 4                       # GroupNorm's groups in small_cnn
 SPATIAL = (8 * 8, 4 * 4, 1)      # positions per channel at small_cnn's three norm layers
 
 
-def _norm_layer(norm: str, channels: int, dims: int, backend: str) -> nn.Module:
+def _norm_layer(norm: str, channels: int, dims: int, impl: str) -> nn.Module:
     """BatchNorm{dims}d, GroupNorm (4 groups) or Identity, from ``helpers.norms``
-    (``backend="helpers"``) or ``torch.nn`` (``backend="torch"``)."""
-    lib = norms if backend == "helpers" else nn
+    (``impl="course"``) or ``torch.nn`` (``impl="torch"``)."""
+    lib = norms if impl == "course" else nn
     if norm == "batch":
         return lib.BatchNorm2d(channels) if dims == 2 else lib.BatchNorm1d(channels)
     if norm == "group":
@@ -215,7 +225,7 @@ def _norm_layer(norm: str, channels: int, dims: int, backend: str) -> nn.Module:
     return nn.Identity()
 
 
-def small_cnn(norm: str, seed: int = 0, width: int = 16, backend: str = "helpers") -> nn.Sequential:
+def small_cnn(norm: str, seed: int = 0, width: int = 16, impl: str = "course") -> nn.Sequential:
     r"""A CNN with three norm layers for the 8x8 digits, ``norm`` in ``"batch"``,
     ``"group"``, ``"none"``:
 
@@ -235,8 +245,8 @@ def small_cnn(norm: str, seed: int = 0, width: int = 16, backend: str = "helpers
     uses :math:`\tfrac{w}{4}\cdot 64`, :math:`\tfrac{2w}{4}\cdot 16` and
     :math:`\tfrac{2w}{4}` values of one image, whatever :math:`B`.
 
-    The norm layers come from ``helpers.norms`` (``backend="helpers"``, the from-scratch
-    modules) or ``torch.nn`` (``backend="torch"``, about twice as fast per step on a CPU);
+    The norm layers come from ``helpers.norms`` (``impl="course"``, the from-scratch
+    modules) or ``torch.nn`` (``impl="torch"``, about twice as fast per step on a CPU);
     both compute the same function and hold the same parameters and buffers.
 
     Convolutions and the hidden Linear get He initialisation,
@@ -244,22 +254,22 @@ def small_cnn(norm: str, seed: int = 0, width: int = 16, backend: str = "helpers
     a bias only for ``"none"`` (a norm layer's shift makes it redundant); the classifier
     keeps torch's default. Everything is drawn under ``torch.manual_seed(seed)`` in a
     forked RNG, so the global RNG is left as it was, and the weights do not depend on
-    ``backend``.
+    ``impl``.
     """
     if norm not in ("batch", "group", "none"):
         raise ValueError(f"norm must be 'batch', 'group' or 'none', got {norm!r}")
-    if backend not in ("helpers", "torch"):
-        raise ValueError(f"backend must be 'helpers' or 'torch', got {backend!r}")
+    if impl not in ("course", "torch"):
+        raise ValueError(f"impl must be 'course' or 'torch', got {impl!r}")
     bias = norm == "none"
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = nn.Sequential(
-            nn.Conv2d(1, width, 3, padding=1, bias=bias), _norm_layer(norm, width, 2, backend),
+            nn.Conv2d(1, width, 3, padding=1, bias=bias), _norm_layer(norm, width, 2, impl),
             nn.ReLU(),
             nn.Conv2d(width, 2 * width, 3, stride=2, padding=1, bias=bias),
-            _norm_layer(norm, 2 * width, 2, backend), nn.ReLU(),
+            _norm_layer(norm, 2 * width, 2, impl), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-            nn.Linear(2 * width, 2 * width, bias=bias), _norm_layer(norm, 2 * width, 1, backend),
+            nn.Linear(2 * width, 2 * width, bias=bias), _norm_layer(norm, 2 * width, 1, impl),
             nn.ReLU(),
             nn.Linear(2 * width, 10),
         )
@@ -286,7 +296,9 @@ def digits_split(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     r"""(x_train, y_train, x_test, y_test): the digits of :func:`digits_split_indices` as
     float32 images (n, 1, 8, 8), both sets standardised with the training set's global
     statistics, :math:`x \to (x - \mu_\text{train}) / \sigma_\text{train}` (one mean and one
-    std over all training pixels)."""
+    std over all training pixels).
+
+    Lesson 01."""
     from sklearn.datasets import load_digits
 
     train, test = digits_split_indices(seed)
@@ -363,9 +375,9 @@ def _one_thread():
 
 def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
                     base_lr: float = 0.1, data: tuple | None = None,
-                    backend: str = "torch",
+                    impl: str = "torch",
                     dtype: torch.dtype = torch.float64) -> tuple[nn.Module, float]:
-    r"""Train :func:`small_cnn` (``norm``, ``seed``, ``backend``) on the training half of
+    r"""Train :func:`small_cnn` (``norm``, ``seed``, ``impl``) on the training half of
     :func:`digits_split` (or of ``data``, the same 4-tuple); return the model (in training
     mode) and the mean training loss of the last epoch.
 
@@ -395,13 +407,15 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
     Defaults: base_lr 0.1 per 32 images is the paper's; 6 epochs is about the least with
     which GroupNorm, slower to train than BatchNorm here, gets within a few points of its
     converged error at batch 32 (which takes the fewest steps).
+
+    Lesson 01.
     """
     if batch_size < 2:
         raise ValueError(f"batch_size must be at least 2 (BatchNorm needs two values per "
                          f"channel in training), got {batch_size}")
     x_train, y_train = (digits_split() if data is None else data)[:2]
     x_train = x_train.to(dtype)
-    model = small_cnn(norm, seed=seed, backend=backend).to(dtype)
+    model = small_cnn(norm, seed=seed, impl=impl).to(dtype)
     steps = len(x_train) // batch_size  # drop_last=True
     opt = torch.optim.SGD(model.parameters(), lr=base_lr * batch_size / 32, momentum=0.9)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps)
@@ -424,7 +438,7 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
 
 def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
                        base_lr: float = 0.1, data: tuple | None = None,
-                       backend: str = "torch",
+                       impl: str = "torch",
                        dtype: torch.dtype = torch.float64) -> dict[str, float]:
     r"""Train with :func:`train_small_cnn` (same arguments) and return the test error in %
     three ways, with the mean training loss of the last epoch (``"final_train_loss"``):
@@ -439,7 +453,7 @@ def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 
     """
     data = digits_split() if data is None else data
     x_train, _, x_test, y_test = (t.to(dtype) if t.is_floating_point() else t for t in data)
-    model, final_loss = train_small_cnn(norm, batch_size, seed, epochs, base_lr, data, backend,
+    model, final_loss = train_small_cnn(norm, batch_size, seed, epochs, base_lr, data, impl,
                                         dtype)
     everything = len(x_test)  # in eval mode the batching does not matter: one pass
     with _one_thread():
@@ -466,7 +480,7 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
     """:func:`train_and_evaluate` for every (norm, batch_size, seed), on one data split; one
     row per run with keys norm, batch_size, seed, eval, train_mode, recomputed,
     final_train_loss and seconds, in the order of the loops (norm, then batch size, then
-    seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, backend) go to
+    seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, impl) go to
     train_and_evaluate.
 
     ``workers > 1`` runs that many worker processes (started with ``spawn``, which works
@@ -474,7 +488,9 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
     do not depend on ``workers``. With ``progress``, one line per finished run is printed
     to stdout (the notebooks keep stderr empty). On 2 CPU cores with 2 workers, the
     12 runs of norms (batch, group) x batch sizes (32, 8, 2) x seeds (0, 1) take about
-    30 s (lesson 01); the 30 runs of 5 batch sizes and 3 seeds a few minutes."""
+    30 s (lesson 01); the 30 runs of 5 batch sizes and 3 seeds a few minutes.
+
+    Lesson 01."""
     from itertools import product
 
     if workers < 1:
@@ -526,6 +542,8 @@ def statistic_noise(model: nn.Module, x: torch.Tensor, batch_sizes=(32, 16, 8, 4
 
     Returns one row per (layer, batch size): ``layer`` (0, 1, ...), ``batch_size``,
     ``values`` (:math:`n`, values per statistic), ``noise``. The model is left unchanged.
+
+    Lesson 01.
     """
     bns = _batch_norm_layers(model)
     if not bns:
@@ -559,7 +577,9 @@ def statistic_noise(model: nn.Module, x: torch.Tensor, batch_sizes=(32, 16, 8, 4
 def grid_table(rows: list[dict]) -> str:
     """The rows of :func:`batch_size_grid` as a table: test errors (%) and last-epoch
     training losses, the mean over seeds with the spread (max - min) in brackets, one column
-    per batch size, next to Wu & He's Table 2 (ResNet-50 on ImageNet, :data:`WU_HE_TABLE2`)."""
+    per batch size, next to Wu & He's Table 2 (ResNet-50 on ImageNet, :data:`WU_HE_TABLE2`).
+
+    Lesson 01."""
     sizes = sorted({r["batch_size"] for r in rows}, reverse=True)
     seeds = sorted({r["seed"] for r in rows})
     lines = [f"{'mean (spread) of ' + str(len(seeds)) + ' seeds':<40}"

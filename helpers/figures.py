@@ -40,6 +40,8 @@ def statistics_mask(method: str, shape: tuple[int, ...], index: tuple[int, ...],
     - ``"group"``: same sample and group of C/G channels:
       :math:`k_N = i_N,\ \lfloor k_C/(C/G)\rfloor = \lfloor i_C/(C/G)\rfloor`;
     - ``"token"`` (LayerNorm/RMSNorm on (B, T, d)): same sample and time step.
+
+    Lesson 00.
     """
     n_idx = torch.arange(shape[0]).reshape([-1] + [1] * (len(shape) - 1))
     c_idx = torch.arange(shape[1]).reshape([1, -1] + [1] * (len(shape) - 2))
@@ -109,7 +111,9 @@ def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 
 
 def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8)):
     """Figure: for each number of groups G (one row), the channels coloured by the group
-    whose statistics they share. G = 1 is LayerNorm over (C, H, W), G = C InstanceNorm."""
+    whose statistics they share. G = 1 is LayerNorm over (C, H, W), G = C InstanceNorm.
+
+    Lesson 03."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -140,7 +144,9 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
 
 def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradients: bool = False):
     """Karpathy-style per-layer histograms: one panel per setting, one line per layer
-    (every ``every``-th layer), of the tanh outputs or of their gradients."""
+    (every ``every``-th layer), of the tanh outputs or of their gradients.
+
+    Lesson 00."""
     import matplotlib.pyplot as plt
 
     from .plotting import use_course_style

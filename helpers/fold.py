@@ -33,6 +33,8 @@ def fold_batch_norm(layer: nn.Module, bn: nn.Module) -> nn.Module:
 
     ``bn`` may be ``torch.nn.BatchNorm{1,2,3}d`` or ``helpers.norms.BatchNorm{1,2,3}d``; it
     must track running statistics and have one channel per output channel of ``layer``.
+
+    Lessons 01, 07, 12.
     """
     if not isinstance(layer, _FOLDABLE):
         raise TypeError(f"can fold into nn.Linear or nn.Conv1d/2d/3d, not {type(layer).__name__}")

@@ -66,6 +66,27 @@ def moments(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, Tensor]:
     return mean, var
 
 
+def merge_moments(counts: Tensor, means: Tensor, m2s: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Merge the moments of disjoint sets, stacked along dim 0 (``counts`` (W,), ``means`` and
+    ``m2s`` (W, ...)), into the moments of their union (Chan, Golub & LeVeque: a 1979 Stanford
+    report, and The American Statistician, 1983):
+
+    .. math:: N = \sum_k n_k,\quad \mu = \tfrac{1}{N}\sum_k n_k\mu_k,\quad
+              M_2 = \sum_k M_{2,k} + \sum_k n_k(\mu_k - \mu)^2
+
+    where :math:`M_2 = \sum (x - \bar x)^2` (the biased variance times the count). Only
+    differences of means are squared, so nothing large cancels; with two sets, one of them a
+    single value, this is Welford's (1962) update. Sets with :math:`n_k = 0` are ignored (all empty gives
+    NaN, as the variance of nothing).
+    Lesson 07, section 6 (blocks of a one-pass variance) and lesson 08, section 2 (the
+    statistics of synchronised BatchNorm)."""
+    counts = counts.reshape([-1] + [1] * (means.dim() - 1))
+    total = counts.sum(0)
+    mean = (counts * means).sum(0) / total
+    m2 = m2s.sum(0) + (counts * (means - mean).square()).sum(0)
+    return total.reshape(()), mean, m2
+
+
 def _size(t: Tensor) -> list[int]:
     return list(t.shape)
 
@@ -153,13 +174,19 @@ def _normalise_per_channel(x: Tensor, mean: Tensor, var: Tensor, eps: float,
 
     ``stats_dtype`` is the precision of batch statistics (pass the compute dtype when
     normalising with running statistics, which torch does not round)."""
-    if stats_dtype not in _HALF:
-        return _affine((x - mean) / torch.sqrt(var + eps), weight, bias, shape)
-    # All-float16/bfloat16 BatchNorm in training: torch's CPU kernel rounds the batch mean
-    # and 1/std to the input's precision, then applies y = x * scale + shift in float32.
-    # Matching it means doing the same (a float16 mean near 300 is off by up to 0.125). For
-    # bfloat16 inputs of 3 or more dims torch's own summation order differs again, so the
-    # two agree to about 2 bfloat16 ulps there.
+    if stats_dtype in _HALF:
+        return _half_precision_affine(x, mean, var, eps, weight, bias, shape, stats_dtype)
+    return _affine((x - mean) / torch.sqrt(var + eps), weight, bias, shape)
+
+
+def _half_precision_affine(x: Tensor, mean: Tensor, var: Tensor, eps: float,
+                           weight: Tensor | None, bias: Tensor | None, shape: list[int],
+                           stats_dtype: torch.dtype) -> Tensor:
+    """All-float16/bfloat16 BatchNorm in training, as torch's CPU kernel computes it: the
+    batch mean and 1/std rounded to the input's precision, then y = x * scale + shift in
+    float32. (A float16 mean near 300 is off by up to 0.125. For bfloat16 inputs of 3 or more
+    dims torch's own summation order differs again, so the two agree to about 2 bfloat16
+    ulps there.)"""
     mean = mean.to(stats_dtype).to(x.dtype)
     rstd = (1.0 / torch.sqrt(var + eps)).to(stats_dtype).to(x.dtype)
     scale = rstd if weight is None else rstd * weight.reshape(shape).to(x.dtype)
@@ -191,7 +218,8 @@ def batch_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
-    r"""Batch normalisation of an (N, C, \*) input, per channel (dim 1).
+    r"""Batch normalisation of an (N, C, \*) input, per channel (dim 1): Ioffe & Szegedy
+    (2015), Algorithm 1, with torch's signature and checks. Lesson 01.
 
     Training (``training=True``) uses the statistics of the batch over every dim but 1:
 
@@ -225,12 +253,44 @@ def batch_norm(
     Returns:
         A tensor of the input's shape and dtype.
     """
+    if _check_batch_norm_args(input, running_mean, running_var, weight, bias, training,
+                              momentum, eps):
+        return input.clone()  # an empty 1-D input: nothing to normalise, as in torch
+    c = input.shape[1]
+    shape = [1, c] + [1] * (input.dim() - 2)  # broadcasts a per-channel vector
+    x = input.to(compute_dtype(input.dtype))  # float16/bfloat16 are computed in float32
+    if training:  # Algorithm 1: mini-batch mean and variance over every dim but the channel's
+        mean, var = moments(x, [0] + list(range(2, input.dim())))
+        m = input.numel() // c if c else 0
+        if m > 0:  # an empty batch leaves the buffers untouched, as in torch
+            _update_running(running_mean, mean.reshape(c), momentum)
+            _update_running(running_var, var.reshape(c) * (m / (m - 1)), momentum)
+    else:  # inference: the population estimates
+        mean, var = running_mean.reshape(shape).to(x.dtype), running_var.reshape(shape).to(x.dtype)
+    stats_dtype = (_stats_dtype(input, weight, bias, running_mean, running_var) if training
+                   else x.dtype)
+    # normalise, then scale and shift: y = gamma * (x - mu) / sqrt(var + eps) + beta
+    return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
+                                  stats_dtype).to(input.dtype)
+
+
+def _check_batch_norm_args(input: Tensor, running_mean: Tensor | None,
+                           running_var: Tensor | None, weight: Tensor | None,
+                           bias: Tensor | None, training: bool, momentum: float,
+                           eps: float) -> bool:
+    """Raise what ``torch.nn.functional.batch_norm`` raises for the same arguments. Returns
+    True for the one 1-D input torch accepts: an empty one, with empty (or no) running
+    statistics and no affine parameters (torch counts the channels of a 1-D input as 0)."""
+    if input.dim() == 1 and input.numel() == 0 and weight is None and bias is None and all(
+            t is None or t.numel() == 0 for t in (running_mean, running_var)):
+        return True
     if training:
         _verify_batch_size(_size(input))
     if input.dim() < 2:
         raise RuntimeError(
             "batch_norm expects an input of shape (N, C) or (N, C, *) with the channels at dim 1, "
-            f"got a {input.dim()}D input of size {_size(input)}"
+            f"got a {input.dim()}D input of size {_size(input)} (only an empty 1-D input with "
+            "empty running statistics is accepted, as in torch)"
         )
     if training and eps <= 0.0:
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
@@ -242,8 +302,7 @@ def batch_norm(
             "handled by the BatchNorm modules, which pass 1/num_batches_tracked"
         )
     _check_floating("batch_norm", input)
-    c = input.shape[1]
-    _check_per_channel("batch_norm", input, c, running_mean=running_mean,
+    _check_per_channel("batch_norm", input, input.shape[1], running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
     _check_param_dtype("batch_norm", input, shared=True, running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
@@ -255,24 +314,7 @@ def batch_norm(
                 raise RuntimeError(
                     f"{name} must be defined in evaluation mode: batch_norm with training=False "
                     "normalises with running_mean and running_var, so both must be tensors")
-
-    x = input.to(compute_dtype(input.dtype))
-    shape = [1, c] + [1] * (input.dim() - 2)  # broadcasts a per-channel vector
-    if training:
-        reduce_dims = [0] + list(range(2, input.dim()))
-        mean, var = moments(x, reduce_dims)
-        m = input.numel() // c if c else 0
-        if m > 0:  # an empty batch leaves the buffers untouched, as in torch
-            _update_running(running_mean, mean.reshape(c), momentum)
-            _update_running(running_var, var.reshape(c) * (m / (m - 1)), momentum)
-    else:
-        mean = running_mean.reshape(shape).to(x.dtype)
-        var = running_var.reshape(shape).to(x.dtype)
-
-    stats_dtype = (_stats_dtype(input, weight, bias, running_mean, running_var) if training
-                   else x.dtype)
-    return _normalise_per_channel(x, mean, var, eps, weight, bias, shape,
-                                  stats_dtype).to(input.dtype)
+    return False
 
 
 def instance_norm(
@@ -304,6 +346,8 @@ def instance_norm(
             + m\,\tfrac{1}{N}\sum_n \tfrac{|s|}{|s|-1}\sigma_{nc}^2
 
     With ``use_input_stats=False`` the buffers normalise instead (they must be given).
+
+    Lesson 03.
     """
     if use_input_stats and math.prod(input.shape[2:]) == 1:
         raise ValueError(
@@ -404,6 +448,8 @@ def layer_norm(
     where :math:`H` is the number of elements of ``normalized_shape`` and
     :math:`\gamma,\beta` have shape ``normalized_shape`` (one per element, not per channel).
     The same computation at training and inference; no running statistics.
+
+    Lessons 02, 04, 07.
     """
     shape = _as_shape(normalized_shape)
     _check_normalized_shape("layer_norm", input, shape, weight, bias)
@@ -438,6 +484,8 @@ def rms_norm(
     :math:`\epsilon` sits **inside** the square root; the gain :math:`g` (``weight``) is
     learnable and there is no bias. ``eps=None`` means ``torch.finfo(float32).eps`` for
     float16/bfloat16/float32 inputs and ``torch.finfo(float64).eps`` for float64.
+
+    Lesson 04.
     """
     shape = _as_shape(normalized_shape)
     if input.dim() < len(shape):
@@ -479,6 +527,8 @@ def group_norm(
 
     :math:`\gamma,\beta` are per channel. ``num_groups=1`` is LayerNorm over (C, \*) without
     its per-element affine; ``num_groups=C`` is InstanceNorm.
+
+    Lesson 03.
     """
     if input.dim() < 2:
         raise RuntimeError(
@@ -536,6 +586,8 @@ def index_set_norm(input: Tensor, num_groups: int, across_batch: bool,
     InstanceNorm          C               False
     GroupNorm             G               False
     ====================  ==============  ==============
+
+    Lesson 03.
     """
     if input.dim() < 2:
         raise RuntimeError(f"index_set_norm expects (N, C, *) input, got size {_size(input)}")
@@ -562,6 +614,8 @@ def adaptive_instance_norm(content: Tensor, style: Tensor, eps: float = 1e-5) ->
 
     with :math:`\sigma(x) = \sqrt{\mathrm{Var}(x) + \epsilon}` (biased variance). ``style``
     must have the same N and C (its spatial size may differ).
+
+    Lesson 03.
     """
     if content.dim() < 3 or style.dim() < 3 or content.shape[:2] != style.shape[:2]:
         raise RuntimeError(

@@ -162,6 +162,8 @@ class BatchNorm2d(_BatchNorm):
     r"""BatchNorm over a 4D (N, C, H, W) input; statistics per channel over N, H, W.
 
     .. math:: y = \frac{x - \mathrm{E}[x]}{\sqrt{\mathrm{Var}[x] + \epsilon}} \gamma + \beta
+
+    Lesson 01.
     """
     _accepted_ranks = (4,)
     _shape_hint = "(N, C, H, W)"
@@ -271,6 +273,8 @@ class LayerNorm(nn.Module):
     .. math:: y = \frac{x - \mathrm{E}[x]}{\sqrt{\mathrm{Var}[x] + \epsilon}} \odot \gamma + \beta
 
     ``weight`` and ``bias`` have shape ``normalized_shape``; same in training and eval.
+
+    Lesson 00.
     """
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
@@ -335,6 +339,8 @@ class RMSNorm(nn.Module):
 
     ``eps=None``: ``torch.finfo(float32).eps`` for float16/bfloat16/float32 inputs, float64's
     for float64.
+
+    Lesson 04.
     """
 
     def __init__(self, normalized_shape, eps: float | None = None,

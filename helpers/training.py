@@ -19,6 +19,8 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: flo
 
     Returns ``{"loss": ..., "accuracy": ...}``; a run whose loss becomes NaN or infinite
     (diverged) stops early and reports ``loss = inf`` and ``accuracy = nan``.
+
+    Lesson 01.
     """
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)

@@ -18,7 +18,7 @@ per-layer gradient norms (:func:`layer_gradient_norms`), the early model update
 sequence-reversal task (:func:`reversal_batch`), text-like token streams
 (:func:`markov_tokens`), a short training loop with optional linear warmup and a progress
 bar on stdout (:func:`train_reversal`), and an exercise checker for hand-written blocks
-(:func:`check_block_forward`).
+(:func:`helpers.checks.check_block_forward`).
 
 For lesson 09 (today's Transformers): the layouts of current open models
 (:data:`LAYOUTS`, :class:`LayoutBlock`, :class:`LayoutTransformer`: LLaMA's pre-norm,
@@ -41,7 +41,7 @@ from .progress import Progress
 __all__ = ["NORM_POSITIONS", "make_norm", "CausalSelfAttention", "FeedForward", "Block",
            "TinyTransformer", "deepnorm_constants", "deepnorm_init", "layer_gradient_norms",
            "reversal_batch", "markov_tokens", "warmup_factor", "train_reversal",
-           "model_update", "check_block_forward", "norm_input_rms",
+           "model_update", "norm_input_rms",
            "LAYOUTS", "QK_NORMS", "GemmaRMSNorm", "make_norm_layer", "QKNormAttention",
            "LayoutBlock", "LayoutTransformer", "module_order", "cosine_lr", "train_lm",
            "layer_norm_samples", "tanh_fit"]
@@ -65,7 +65,9 @@ class CausalSelfAttention(nn.Module):
     r"""Multi-head causal self-attention with separate ``q_proj``, ``k_proj``, ``v_proj`` and
     ``out_proj`` (so an initialisation can treat them differently):
     :math:`\mathrm{softmax}(QK^\top/\sqrt{d_h} + M)\,V` per head, :math:`M` masking the
-    future, heads concatenated and projected by ``out_proj``."""
+    future, heads concatenated and projected by ``out_proj``.
+
+    Lesson 05."""
 
     def __init__(self, d_model: int, n_heads: int) -> None:
         super().__init__()
@@ -91,7 +93,9 @@ class CausalSelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    r""":math:`\mathrm{FFN}(x) = W_2\,\mathrm{ReLU}(W_1 x + b_1) + b_2` (``fc1``, ``fc2``)."""
+    r""":math:`\mathrm{FFN}(x) = W_2\,\mathrm{ReLU}(W_1 x + b_1) + b_2` (``fc1``, ``fc2``).
+
+    Lesson 05."""
 
     def __init__(self, d_model: int, d_ff: int) -> None:
         super().__init__()
@@ -113,6 +117,8 @@ class Block(nn.Module):
       :math:`\ \mathrm{out} = \mathrm{LN}_2(\alpha y + \mathrm{FFN}(y))`.
 
     ``alpha`` must be 1 unless ``norm_position="deepnorm"``.
+
+    Lessons 05, 06.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, norm_position: str = "pre",
@@ -150,6 +156,8 @@ class TinyTransformer(nn.Module):
     ``alpha``/``beta`` are given. Every model starts from the same initialisation
     (:func:`deepnorm_init` with beta = 1, i.e. Xavier-normal weights, zero biases,
     N(0, 1) embeddings), so that only the placement differs; DeepNorm then uses its beta.
+
+    Lessons 05, 06.
     """
 
     def __init__(self, vocab_size: int, d_model: int = 64, n_heads: int = 4,
@@ -213,6 +221,8 @@ def deepnorm_constants(num_encoder_layers: int = 0, num_decoder_layers: int = 0
 
     >>> {k: tuple(round(v, 3) for v in ab) for k, ab in deepnorm_constants(6).items()}
     {'encoder': (1.861, 0.38)}
+
+    Lessons 06, 12.
     """
     n, m = num_encoder_layers, num_decoder_layers
     for name, v in (("num_encoder_layers", n), ("num_decoder_layers", m)):
@@ -256,7 +266,9 @@ def layer_gradient_norms(model: TinyTransformer, parameter: str = "ffn.fc2.weigh
     r""":math:`\lVert \partial \mathcal L / \partial W \rVert_F` of ``parameter`` (a name inside
     a block, e.g. ``"ffn.fc2.weight"``, the FFN's second weight :math:`W^{2}` of Xiong et al.
     2020, or ``"attn.v_proj.weight"``) for each block, first to last. Call after
-    ``loss.backward()``; raises ``ValueError`` if a gradient is missing."""
+    ``loss.backward()``; raises ``ValueError`` if a gradient is missing.
+
+    Lesson 05."""
     out = []
     for i, block in enumerate(model.blocks):
         p = block.get_parameter(parameter)
@@ -272,7 +284,9 @@ def markov_tokens(batch_size: int, length: int, vocab_size: int, generator: torc
     (neighbouring tokens are correlated, some tokens are much more frequent than others).
     Transition probabilities :math:`P(j \mid i) = \mathrm{softmax}_j(s\,Z_{ij})` with
     :math:`Z_{ij} \sim \mathcal N(0, 1)` and ``sharpness`` s (s = 0 gives i.i.d. uniform
-    tokens); the first token is uniform. Everything is drawn from ``generator``."""
+    tokens); the first token is uniform. Everything is drawn from ``generator``.
+
+    Lesson 05."""
     if sharpness < 0:
         raise ValueError(f"sharpness must be >= 0, got {sharpness}")
     z = torch.randn(vocab_size, vocab_size, generator=generator, dtype=torch.float64)
@@ -291,7 +305,9 @@ def reversal_batch(batch_size: int, seq_len: int, vocab_size: int, generator: to
     ``[a_1 .. a_n, 0, a_n .. a_2]`` and must predict, at the separator and after it, the
     reversed sequence :math:`a_n, \dots, a_1`. Returns ``(inputs, targets)`` of shape
     (B, 2n) with ``targets = -100`` (ignored by cross-entropy) on the first n positions.
-    Chance accuracy is :math:`1/(V-1)`."""
+    Chance accuracy is :math:`1/(V-1)`.
+
+    Lessons 05, 06."""
     if vocab_size < 3 or seq_len < 2:
         raise ValueError(f"need vocab_size >= 3 and seq_len >= 2, got {vocab_size}, {seq_len}")
     a = torch.randint(1, vocab_size, (batch_size, seq_len), generator=generator)
@@ -305,7 +321,9 @@ def reversal_batch(batch_size: int, seq_len: int, vocab_size: int, generator: to
 def warmup_factor(step: int, warmup_steps: int) -> float:
     r"""Linear warmup: the learning rate at optimiser step ``step`` (0-based) is
     :math:`\eta \cdot \min(1, (\text{step}+1)/\text{warmup\_steps})`; no warmup when
-    ``warmup_steps = 0``."""
+    ``warmup_steps = 0``.
+
+    Lesson 05."""
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
     return 1.0 if warmup_steps == 0 else min(1.0, (step + 1) / warmup_steps)
@@ -325,6 +343,8 @@ def train_reversal(model: nn.Module, steps: int = 300, lr: float = 3e-3, warmup_
     Returns ``{"steps": [...], "loss": [...], "accuracy": float, "final_loss": float}``: the
     training loss every ``log_every`` steps (averaged over those steps) and the token
     accuracy on a fresh evaluation set of ``eval_size`` sequences.
+
+    Lessons 05, 06.
     """
     if steps < 1 or log_every < 1:
         raise ValueError(f"steps and log_every must be >= 1, got {steps}, {log_every}")
@@ -367,7 +387,9 @@ def model_update(model_0: nn.Module, model_t: nn.Module, x: Tensor, output: str 
     as a root mean square over all entries (so it does not grow with the batch size), both
     models in eval mode, no gradients. ``output="logits"`` compares the models' outputs;
     ``output="features"`` compares :meth:`TinyTransformer.features`, the representation
-    the head reads, which leaves out the head's own update."""
+    the head reads, which leaves out the head's own update.
+
+    Lessons 05, 06."""
     if output not in ("logits", "features"):
         raise ValueError(f"output must be 'logits' or 'features', got {output!r}")
     model_0.eval()
@@ -378,92 +400,13 @@ def model_update(model_0: nn.Module, model_t: nn.Module, x: Tensor, output: str 
         return float((model_t(x) - model_0(x)).pow(2).mean().sqrt())
 
 
-def _block_variants(block: Block, x: Tensor) -> dict[str, Tensor]:
-    """The outputs a block's parts give under each placement, and two common slips."""
-    a, f, n1, n2 = block.attn, block.ffn, block.norm1, block.norm2
-    y = n1(x + a(x))
-    post = n2(y + f(y))
-    y = x + a(n1(x))
-    pre = y + f(n2(y))
-    y = n1(a(x))
-    no_residual = n2(f(y))
-    y = x + n1(a(x))
-    norm_on_branch_output = y + n2(f(y))
-    return {"post": post, "pre": pre, "no_residual": no_residual,
-            "norm_on_branch_output": norm_on_branch_output}
-
-
-def _deepnorm_variants(block: Block, x: Tensor) -> dict[str, Tensor]:
-    """The outputs of a DeepNorm block's parts under DeepNorm and three common slips."""
-    a, f, n1, n2, al = block.attn, block.ffn, block.norm1, block.norm2, block.alpha
-    y = n1(al * x + a(x))
-    deepnorm = n2(al * y + f(y))
-    y = n1(x + al * a(x))
-    alpha_on_branch = n2(y + al * f(y))
-    y = al * x + a(n1(x))
-    alpha_in_pre_ln = al * y + f(n2(y))
-    variants = _block_variants(block, x)
-    return {"deepnorm": deepnorm, "alpha_on_branch": alpha_on_branch,
-            "alpha_in_pre_ln": alpha_in_pre_ln, "post": variants["post"]}
-
-
-_LABEL = {"post": "post-LN", "pre": "pre-LN", "deepnorm": "DeepNorm"}
-
-_DIAGNOSES = {
-    "post": "this is Post-LN: LN(x + F(x)), the norm after the residual sum",
-    "pre": "this is Pre-LN: x + F(LN(x)), the norm inside the branch",
-    "no_residual": "the residual connection is missing: LN(F(x))",
-    "norm_on_branch_output": "the norm is applied to the branch output: x + LN(F(x))",
-    "deepnorm": "this is DeepNorm: LN(alpha * x + F(x)), alpha on the shortcut",
-    "alpha_on_branch": "alpha scales the branch instead of the shortcut: LN(x + alpha * F(x))",
-    "alpha_in_pre_ln": "alpha is put into a Pre-LN block: alpha * x + F(LN(x))",
-}
-
-
-def check_block_forward(fn, norm_position: str) -> bool:
-    r"""Exercise checker: ``fn(x, attn, ffn, norm1, norm2)`` should compute one block with the
-    given ``norm_position`` (``"post"`` or ``"pre"``, sub-layers in the order attention then
-    FFN); for ``"deepnorm"`` the function takes a sixth argument ``alpha`` (the checker
-    passes 2.0) and should compute :math:`\mathrm{LN}(\alpha x + G(x))` per sub-layer. Compares with :class:`Block` on random float64 inputs and non-trivial norm
-    parameters, prints ``correct`` or which placement the function computes instead, and
-    returns whether it is correct. The caller's global random state is left unchanged."""
-    if norm_position not in NORM_POSITIONS:
-        raise ValueError(f"norm_position must be one of {NORM_POSITIONS}, got {norm_position!r}")
-    alpha = 2.0 if norm_position == "deepnorm" else 1.0
-    with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
-        torch.manual_seed(0)
-        block = Block(8, 2, 16, norm_position=norm_position, alpha=alpha).double()
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in block.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5 + 0.2)
-    x = torch.randn(2, 5, 8, generator=g, dtype=torch.float64) * 3
-    with torch.no_grad():
-        args = (x, block.attn, block.ffn, block.norm1, block.norm2)
-        got = fn(*args, alpha) if norm_position == "deepnorm" else fn(*args)
-        if not isinstance(got, Tensor) or got.shape != x.shape:
-            print(f"expected a tensor of shape {list(x.shape)}, got "
-                  f"{list(got.shape) if isinstance(got, Tensor) else type(got).__name__}")
-            return False
-        variants = (_deepnorm_variants(block, x) if norm_position == "deepnorm"
-                    else _block_variants(block, x))
-        if torch.allclose(got, variants[norm_position]):
-            print(f"correct: {_DIAGNOSES[norm_position]}")
-            return True
-        for name, out in variants.items():
-            if torch.allclose(got, out):
-                print(f"not {_LABEL[norm_position]} yet: {_DIAGNOSES[name]}")
-                return False
-    print(f"not {_LABEL[norm_position]} yet: max difference "
-          f"{float((got - variants[norm_position]).abs().max()):.3g} from the expected output")
-    return False
-
-
 def norm_input_rms(model: TinyTransformer, idx: Tensor) -> list[float]:
     r"""Root mean square of the input of every norm layer inside the blocks (``norm1``, then
     ``norm2``, block by block), for token ids ``idx``, no gradients. Under Post-LN and DeepNorm
     that input is the residual sum :math:`\alpha x + F(x)`; under Pre-LN it is the residual
-    stream :math:`x` itself, so the list shows how the stream grows with depth."""
+    stream :math:`x` itself, so the list shows how the stream grows with depth.
+
+    Lessons 05, 06."""
     found: list[float] = []
     hooks = [norm.register_forward_pre_hook(
         lambda _m, args: found.append(float(args[0].detach().pow(2).mean().sqrt())))
@@ -477,7 +420,8 @@ def norm_input_rms(model: TinyTransformer, idx: Tensor) -> list[float]:
     return found
 
 
-# ==========================================================================================
+# ===================================================================================
+
 # Lesson 09: where today's open models put the norm, QK-norm, DyT, and no norm at all
 # ==========================================================================================
 # Placements, each as written in the model's ``forward`` in Hugging Face ``transformers``
@@ -842,3 +786,11 @@ def tanh_fit(x: Tensor, y: Tensor, alphas: Tensor | None = None) -> dict:
     (r2_tanh, sol), alpha = best
     return {"r2_linear": r2_lin, "r2_tanh": r2_tanh, "alpha": alpha,
             "a": float(sol[0]), "b": float(sol[1])}
+
+
+def __getattr__(name: str):
+    # the checker lives in helpers.checks; this name keeps older notebooks working
+    if name == "check_block_forward":
+        from .checks import check_block_forward
+        return check_block_forward
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

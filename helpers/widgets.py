@@ -40,6 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .functional import centred_moments
+
 __all__ = [
     "Explorer", "figure_png", "slider",
     "batch_statistics_spread", "batch_std_spread_theory", "bn_noise_figure", "bn_noise_explorer",
@@ -203,8 +205,8 @@ def batch_statistics_spread(batch_size: int, num_batches: int = 2000, mean: floa
         raise ValueError(f"eps must be >= 0, got {eps!r}")
     g = torch.Generator().manual_seed(seed)
     x = mean + std * torch.randn(n, b, generator=g, dtype=torch.float64)
-    mu_b = x.mean(1)
-    sd_b = ((x - mu_b[:, None]) ** 2).mean(1).sqrt()
+    mu_b, _, var_b = centred_moments(x, [1])
+    mu_b, sd_b = mu_b.squeeze(1), var_b.squeeze(1).sqrt()
     x_hat_batch = (x[:, 0] - mu_b) / (sd_b ** 2 + eps).sqrt()
     x_hat_pop = (x[:, 0] - mean) / math.sqrt(std ** 2 + eps)
     return {
@@ -268,7 +270,9 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
 
 def bn_noise_explorer(batch_size: int = 8) -> Explorer:
     """Explorer (lesson 01): a slider over the batch size B (2 to 256) redraws
-    :func:`bn_noise_figure`."""
+    :func:`bn_noise_figure`.
+
+    Lesson 01."""
     if batch_size not in _BN_SIZES:
         raise ValueError(f"batch_size must be one of {_BN_SIZES}, got {batch_size!r}")
     return Explorer("batch size vs BatchNorm's batch statistics", "批大小与批归一化的批统计量",
@@ -321,7 +325,9 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
     r"""Figure and readout for :func:`ln_eps_explorer`: left, the output standard deviation
     :math:`s/\sqrt{s^2+\epsilon}` against s (line: formula; dots: measured), with
     :math:`\sqrt\epsilon` marked; right, one token's 16 first features after LayerNorm with
-    this :math:`\epsilon` and with :math:`\epsilon = 0`. Returns ``(figure, html)``."""
+    this :math:`\epsilon` and with :math:`\epsilon = 0`. Returns ``(figure, html)``.
+
+    Lesson 02."""
     plt = _style()
     r = layer_norm_shrinkage(input_std, eps)
     ref = layer_norm_shrinkage(input_std, 0.0)
@@ -361,7 +367,9 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
 def ln_eps_explorer(input_std: float = 1e-3, eps: float = 1e-5) -> Explorer:
     r"""Explorer (lesson 02): sliders for the input's standard deviation (:math:`10^{-5}` to
     10) and for :math:`\log_{10}\epsilon` (:math:`10^{-12}` to :math:`10^{-1}`) redraw
-    :func:`ln_eps_figure`."""
+    :func:`ln_eps_figure`.
+
+    Lesson 02."""
     _positive("input_std", input_std)
     _positive("eps", eps)
     return Explorer("eps vs LayerNorm on small-variance tokens", "ε 与低方差 token 上的层归一化",
@@ -403,12 +411,10 @@ def group_norm_channels(x: Tensor, num_groups: int, eps: float = 1e-5) -> dict:
     if c % g:
         raise ValueError(f"{c} channels do not split into {g} groups; choose one of {divisors(c)}")
     xg = x.reshape(n, g, -1)
-    mu = xg.mean(-1, keepdim=True)
-    var = ((xg - mu) ** 2).mean(-1, keepdim=True)
-    y = ((xg - mu) / torch.sqrt(var + eps)).reshape(x.shape)
-    flat = y.reshape(n, c, -1)
-    cmean = flat.mean(-1)
-    cstd = ((flat - cmean[..., None]) ** 2).mean(-1).sqrt()
+    _, centred, var = centred_moments(xg, [-1])
+    y = (centred / torch.sqrt(var + eps)).reshape(x.shape)
+    cmean, _, cvar = centred_moments(y.reshape(n, c, -1), [-1])
+    cmean, cstd = cmean.squeeze(-1), cvar.squeeze(-1).sqrt()
     return {"output": y, "group": torch.arange(c) // (c // g), "group_size": xg.shape[-1],
             "channel_mean": cmean, "channel_std": cstd}
 
@@ -483,7 +489,9 @@ def _bound(diff: Tensor) -> str:
 
 def group_norm_explorer(num_groups: int = 3, num_channels: int = 12) -> Explorer:
     """Explorer (lesson 03): a slider over the divisors G of ``num_channels`` redraws
-    :func:`group_norm_figure`."""
+    :func:`group_norm_figure`.
+
+    Lesson 03."""
     options = divisors(num_channels)
     if num_groups not in options:
         raise ValueError(f"num_groups must divide num_channels = {num_channels}: one of {options}, "
@@ -524,11 +532,11 @@ def rms_mean_offset(mean_offset: float, d: int = 64, tokens: int = 256, eps: flo
     d = _positive_int("d", d, 2)
     a = _standardised_tokens(_positive_int("tokens", tokens), d, seed) + mean_offset
     rms = a / torch.sqrt(a.pow(2).mean(-1, keepdim=True) + eps)
-    mu = a.mean(-1, keepdim=True)
-    ln = (a - mu) / torch.sqrt((a - mu).pow(2).mean(-1, keepdim=True) + eps)
+    _, centred, var = centred_moments(a, [-1])
+    ln = centred / torch.sqrt(var + eps)
 
     def std(t):
-        return float(((t - t.mean(-1, keepdim=True)) ** 2).mean(-1).sqrt().mean())
+        return float(centred_moments(t, [-1])[2].sqrt().mean())
 
     denom = math.sqrt(1 + mean_offset ** 2 + eps)
     return {"input": a, "rms": rms, "ln": ln,
@@ -541,7 +549,9 @@ def rms_mean_figure(mean_offset: float = 2.0):
     r"""Figure and readout for :func:`rms_mean_explorer`: left, the output's standard
     deviation against :math:`m = \mu/\sigma` for RMSNorm (:math:`1/\sqrt{1+m^2}`) and
     LayerNorm (1); right, one token (16 first features) before and after each norm.
-    Returns ``(figure, html)``."""
+    Returns ``(figure, html)``.
+
+    Lesson 04."""
     plt = _style()
     r = rms_mean_offset(mean_offset)
     m_grid = torch.linspace(0, 8, 161, dtype=torch.float64)
@@ -579,7 +589,9 @@ def rms_mean_figure(mean_offset: float = 2.0):
 
 def rms_mean_explorer(mean_offset: float = 2.0) -> Explorer:
     """Explorer (lesson 04): a slider for the mean offset m = μ/σ (0 to 8) redraws
-    :func:`rms_mean_figure`."""
+    :func:`rms_mean_figure`.
+
+    Lesson 04."""
     if not (isinstance(mean_offset, (int, float)) and 0 <= mean_offset <= 8):
         raise ValueError(f"mean_offset must be between 0 and 8, got {mean_offset!r}")
     return Explorer("token mean vs RMSNorm and LayerNorm", "token 均值与均方根归一化、层归一化",
@@ -663,7 +675,9 @@ def pre_post_ln_figure(num_layers: int = 12, seeds: tuple[int, ...] = (0, 1, 2))
 
 def pre_post_ln_explorer(num_layers: int = 12) -> Explorer:
     """Explorer (lesson 05): a slider for the depth L (1 to 24) redraws
-    :func:`pre_post_ln_figure`."""
+    :func:`pre_post_ln_figure`.
+
+    Lesson 05."""
     if isinstance(num_layers, bool) or not isinstance(num_layers, int) or not 1 <= num_layers <= 24:
         raise ValueError(f"num_layers must be an integer from 1 to 24, got {num_layers!r}")
     return Explorer("depth vs gradient norms of Post-LN and Pre-LN", "深度与 Post-LN、Pre-LN 的梯度范数",

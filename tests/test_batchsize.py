@@ -124,17 +124,17 @@ def test_batch_size_grid_rows_and_progress_on_stdout(capsys):
                             "final_train_loss", "seconds"}
 
 
-def test_backends_compute_the_same_function():
+def test_impls_compute_the_same_function():
     # helpers.norms against torch.nn: same weights, same outputs, in training and eval mode
     x = torch.randn(6, 1, 8, 8)
     for norm in ("batch", "group"):
-        ours = experiments.small_cnn(norm, seed=2, backend="helpers")
-        ref = experiments.small_cnn(norm, seed=2, backend="torch")
+        ours = experiments.small_cnn(norm, seed=2, impl="course")
+        ref = experiments.small_cnn(norm, seed=2, impl="torch")
         assert any(isinstance(m, (torch.nn.BatchNorm2d, torch.nn.GroupNorm)) for m in ref)
         for mode in (True, False):
             torch.testing.assert_close(ours.train(mode)(x), ref.train(mode)(x))
-    with pytest.raises(ValueError, match="backend"):
-        experiments.small_cnn("batch", backend="jax")
+    with pytest.raises(ValueError, match="impl"):
+        experiments.small_cnn("batch", impl="jax")
 
 
 def test_train_small_cnn_rejects_batch_of_one(data):
@@ -192,7 +192,7 @@ def test_statistic_noise_by_hand_and_for_independent_values():
 
 
 def test_statistic_noise_counts_positions():
-    model = experiments.small_cnn("batch", backend="torch")
+    model = experiments.small_cnn("batch", impl="torch")
     rows = experiments.statistic_noise(model, torch.randn(64, 1, 8, 8), batch_sizes=(2,))
     assert [r["values"] for r in rows] == experiments.values_per_statistic(2)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from helpers.checks import CheckResult
-from helpers.checks_bn_practice import check_batch_renorm, check_frozen_batch_norm, check_weight_decay_groups
+from helpers.checks import check_batch_renorm, check_frozen_batch_norm, check_weight_decay_groups
 
 
 # ---------------------------------------------------------------- weight-decay groups

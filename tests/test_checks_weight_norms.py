@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.checks import CheckResult
-from helpers.checks_weight_norms import check_power_iteration, check_weight_norm, check_weight_norm_grad
+from helpers.checks import check_power_iteration, check_weight_norm, check_weight_norm_grad
 
 
 def _unit_norm(v):

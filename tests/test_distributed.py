@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from dist_workers import exiting_worker
 
 from helpers import distributed as D
 
@@ -174,7 +175,7 @@ def test_taken_port_raises_before_starting_workers():
         port = s.getsockname()[1]
         start = time.monotonic()
         with pytest.raises(D.PortInUseError, match=f"port {port} on 127.0.0.1 is already in use"):
-            D.launch(D._failing_worker, 2, port=port)
+            D.launch(D.failing_worker, 2, port=port)
         assert time.monotonic() - start < 1.0
 
 
@@ -270,19 +271,19 @@ def test_failing_worker_is_reraised_without_hanging():
     start = time.monotonic()
     with pytest.raises(D.WorkerError, match="rank 1 of 2 raised RuntimeError: rank 1 failed on "
                                             "purpose") as info:
-        D.launch(D._failing_worker, 2, timeout=120)
+        D.launch(D.failing_worker, 2, timeout=120)
     assert info.value.rank == 1 and info.value.exc_type == "RuntimeError"
-    assert "in _failing_worker" in info.value.worker_traceback  # the worker's own traceback
+    assert "in failing_worker" in info.value.worker_traceback  # the worker's own traceback
     # rank 0 sat in an all_reduce with a 120 s timeout; the parent did not wait for it
     assert time.monotonic() - start < 60
 
 
 def test_vanishing_worker_and_timeout():
     with pytest.raises(D.WorkerError, match="rank 1 of 2 exited with code 3"):
-        D.launch(D._exiting_worker, 2, timeout=120)
+        D.launch(exiting_worker, 2, timeout=120)
     start = time.monotonic()
     with pytest.raises(TimeoutError, match="gave no result within 2 s"):
-        D.launch(D._failing_worker, 2, (5,), timeout=2)  # no rank 5: both wait in all_reduce
+        D.launch(D.failing_worker, 2, (5,), timeout=2)  # no rank 5: both wait in all_reduce
     assert time.monotonic() - start < 30
 
 
@@ -291,13 +292,3 @@ def test_resnet50_layout_matches_torchvision_count():
     layout = D.resnet50_layout()
     assert layout["parameters"] == 25_557_032  # torchvision's ResNet50_Weights num_params
     assert len(layout["bn_channels"]) == 53 and layout["bn_channels"][-1] == 2048
-
-
-def test_check_merge_names_the_mistakes(capsys):
-    assert D.check_merge(D.merge_moments)
-    assert not D.check_merge(lambda c, m, q: (c.sum(), m.mean(0), q.sum(0)))
-    assert "without weighting" in capsys.readouterr().out
-    assert not D.check_merge(lambda c, m, q: (c.sum(), (c[:, None] * m).sum(0) / c.sum(), q.sum(0)))
-    assert "between-shard term" in capsys.readouterr().out
-    assert not D.check_merge(lambda c, m, q: 1 / 0)
-    assert "ZeroDivisionError" in capsys.readouterr().out

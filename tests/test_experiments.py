@@ -1,4 +1,4 @@
-"""helpers.experiments, helpers.figures and helpers.bench, against independent references:
+"""helpers.experiments, helpers.figures and tools.bench, against independent references:
 the invariance table of Ba et al. (2016) and Zhang & Sennrich (2019), torch's own layers
 (which elements an output depends on), and direct computation."""
 
@@ -132,12 +132,12 @@ def test_committed_norm_map_is_up_to_date(tmp_path):
 
 
 def test_bench_executes_and_times_a_notebook(tmp_path, capsys):
-    """helpers.bench runs a notebook in a fresh kernel, reports its time and (in place)
+    """tools.bench runs a notebook in a fresh kernel, reports its time and (in place)
     writes the outputs back."""
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from helpers import bench
+    from tools import bench
 
     path = tmp_path / "99_tiny.ipynb"
     nbformat.write(new_notebook(cells=[new_code_cell("print(6 * 7)")]), path)

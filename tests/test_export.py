@@ -1,4 +1,4 @@
-"""helpers.export: single-language notebooks, the HTML edition and the slides.
+"""tools.export: single-language notebooks, the HTML edition and the slides.
 
 The references are the raw notebook JSON (which cells carry which tag and which slide type)
 and the files on disk (every page-relative script, stylesheet and image must exist); the
@@ -12,7 +12,7 @@ import pathlib
 import nbformat
 import pytest
 
-from helpers import export
+from tools import export
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks" / "03_instance_and_group_norm.ipynb"

@@ -1,11 +1,11 @@
-"""helpers.flashcards: question cells -> Anki CSV (front, back, tags), one file per language."""
+"""tools.flashcards: question cells -> Anki CSV (front, back, tags), one file per language."""
 
 import csv
 import json
 
 import pytest
 
-from helpers import flashcards
+from tools import flashcards
 
 
 def _notebook(tmp_path, cells, name="07_demo.ipynb"):

@@ -595,3 +595,18 @@ def test_bad_input_raises_like_torch(case, same_error):
     call, must_contain = ERROR_CASES[case]
     torch.manual_seed(0)
     same_error(lambda: call(F), lambda: call(HF), *must_contain)
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("stats", ["empty", "none"])
+def test_batch_norm_empty_1d_input_as_torch(training, stats):
+    """torch accepts an empty 1-D input with empty (or no) running statistics."""
+    x = torch.empty(0, dtype=torch.float64)
+    rm, rv = (torch.empty(0), torch.empty(0)) if stats == "empty" else (None, None)
+    ref = F.batch_norm(x, rm, rv, training=training)
+    out = HF.batch_norm(x, rm, rv, training=training)
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    with pytest.raises((RuntimeError, IndexError)):  # a non-empty 1-D input is refused by both
+        F.batch_norm(torch.randn(5), torch.empty(0), torch.empty(0), training=training)
+    with pytest.raises(RuntimeError):
+        HF.batch_norm(torch.randn(5), torch.empty(0), torch.empty(0), training=training)

@@ -1,4 +1,4 @@
-"""helpers.slides and the slide metadata of every lesson.
+"""tools.slides and the slide metadata of every lesson.
 
 References: the raw notebook JSON, and cell heights counted by hand."""
 
@@ -8,10 +8,9 @@ import pathlib
 import nbformat
 import pytest
 
-from helpers import slides
+from tools import course, slides
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = course.lessons()
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
@@ -32,7 +31,7 @@ def test_every_cell_says_how_it_presents(path):
 def test_metadata_is_up_to_date_and_slides_fit(path):
     nb = nbformat.read(path, as_version=4)
     assert slides.assign_slide_types(nbformat.read(path, as_version=4)) == nb, (
-        "slide metadata out of date: run python -m helpers.slides")
+        "slide metadata out of date: run python -m tools.slides")
     assert nb.metadata["rise"]["theme"] == "white"
     for lang in ("lang-en", "lang-zh"):
         # a slide taller than the screen is a single cell that could not be split

@@ -15,7 +15,7 @@ from torch.nn import functional as F
 
 from helpers import norms as HN
 from helpers import transformer as T
-from helpers.checks_transformers_today import check_dyt_module, check_qk_norm_attention
+from helpers.checks import check_dyt_module, check_qk_norm_attention
 
 F64 = torch.float64
 

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from .checks import CheckResult
+from .engine import CheckResult
 
 __all__ = ["check_qk_norm_attention", "check_dyt_module", "qk_norm_attention_reference"]
 

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .checks import CheckResult
+from .engine import CheckResult
 
 __all__ = ["check_weight_decay_groups", "check_frozen_batch_norm", "check_batch_renorm"]
 

@@ -17,8 +17,8 @@ estimated in lines of a 960 × 700 slide (:func:`cell_lines`). English and Chine
 always get the same type (it is decided on the English cell), so the single-language decks
 have the same slides.
 
-    python -m helpers.slides            # (re)write the metadata of every lesson
-    python -m helpers.slides --check    # exit 1 if a lesson's metadata is out of date
+    python -m tools.slides            # (re)write the metadata of every lesson
+    python -m tools.slides --check    # exit 1 if a lesson's metadata is out of date
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import unicodedata
 
 import nbformat
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from .course import lessons
 SLIDE_TYPES = ("slide", "subslide", "fragment", "skip", "-", "notes")
 NEW_SLIDE = ("slide", "subslide")
 # Lines that fit on one slide of the decks (960 × 700 at the course's font sizes).
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
     parser.add_argument("--check", action="store_true", help="only report lessons whose metadata would change")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    paths = args.notebooks or lessons()
     stale = []
     for path in paths:
         before = nbformat.read(path, as_version=4)
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             nbformat.write(after, path)
             print(f"updated {path.name}: {len(slide_heights(after))} slides")
     if args.check and stale:
-        print("slide metadata out of date (run python -m helpers.slides): " + ", ".join(stale))
+        print("slide metadata out of date (run python -m tools.slides): " + ", ".join(stale))
         return 1
     return 0
 

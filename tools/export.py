@@ -6,10 +6,10 @@ its Chinese twin tagged ``lang-zh``. An edition for one language drops the other
 cells with nbconvert's ``TagRemovePreprocessor`` and keeps every code cell and every output
 unchanged.
 
-    python -m helpers.export notebooks       # build/en/*.ipynb, build/zh/*.ipynb (+ build/images)
-    python -m helpers.export html            # build/html/{index.html, en/*.html, zh/*.html}
-    python -m helpers.export slides          # build/slides/{index.html, en/*.slides.html, zh/...}
-    python -m helpers.export all --lang zh   # one language only
+    python -m tools.export notebooks       # build/en/*.ipynb, build/zh/*.ipynb (+ build/images)
+    python -m tools.export html            # build/html/{index.html, en/*.html, zh/*.html}
+    python -m tools.export slides          # build/slides/{index.html, en/*.slides.html, zh/...}
+    python -m tools.export all --lang zh   # one language only
 
 Offline: the pages load MathJax 2, require.js, jQuery and reveal.js from ``vendor/`` beside
 them, and the course stylesheet and CJK font from ``static/`` beside them. Those scripts come
@@ -33,11 +33,10 @@ import time
 
 import nbformat
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
-STATIC = ROOT / "static"
+from .course import BUILD, IMAGES, NOTEBOOKS, ROOT, STATIC
+from .course import lessons as course_lessons
+
 TEMPLATES = STATIC / "templates"
-BUILD = ROOT / "build"
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -79,7 +78,7 @@ def _log(msg: str) -> None:
 def lesson_paths(names: list[str] | None = None) -> list[pathlib.Path]:
     """The lesson notebooks ``notebooks/NN_*.ipynb`` in order; ``names`` selects by prefix
     ("01", "02_layer_norm") and raises ``ValueError`` for a name that matches no lesson."""
-    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = course_lessons()
     if not names:
         return paths
     chosen = []
@@ -143,7 +142,7 @@ def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib
             nbformat.write(nb, target)
             written.append(target)
             _log(f"[notebooks] {target.relative_to(out.parent)}  ({len(nb.cells)} cells)")
-    _copy_tree(ROOT / "images", out / "images")
+    _copy_tree(IMAGES, out / "images")
     return written
 
 
@@ -195,7 +194,7 @@ def copy_assets(dest: pathlib.Path, modules: pathlib.Path) -> None:
     _copy_tree(STATIC / "course.css", dest / "static" / "course.css")
     for font in sorted((STATIC / "fonts").iterdir()):
         _copy_tree(font, dest / "static" / "fonts" / font.name)
-    _copy_tree(ROOT / "images", dest / "images")
+    _copy_tree(IMAGES, dest / "images")
 
 
 # ---------------------------------------------------------------- HTML and slides

@@ -12,7 +12,7 @@ come from a seeded ``torch.Generator``).
 
 Usage::
 
-    from helpers.checks_weight_norms import check_weight_norm
+    from helpers.checks import check_weight_norm
 
     def my_weight_norm(v, g):
         return g * v / v.flatten(1).norm(dim=1).view(-1, *[1] * (v.dim() - 1))
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .checks import CheckResult
+from .engine import CheckResult
 
 __all__ = ["check_weight_norm", "check_weight_norm_grad", "check_power_iteration"]
 

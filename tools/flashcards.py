@@ -7,7 +7,7 @@ Each lesson ends with interview questions: pairs of markdown cells tagged ``ques
 
     The unbiased one, $\frac{n}{n-1}\sigma_B^2$ ...
 
-``python -m helpers.flashcards`` (``make flashcards``) writes one CSV per language,
+``python -m tools.flashcards`` (``make flashcards``) writes one CSV per language,
 ``build/flashcards/flashcards_en.csv`` and ``flashcards_zh.csv``, with three columns: front
 (the question), back (the answer) and tags (the lesson, e.g. ``normalization-course::01``).
 Fields are HTML, as Anki expects: ``**bold**`` becomes ``<b>``, inline code ``<code>``,
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 __all__ = ["Card", "cards_from_notebook", "collect", "to_anki_html", "write_csv", "main"]
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from .course import BUILD, lessons
 LANGUAGES = ("en", "zh")
 TAG_PREFIX = "normalization-course"
 
@@ -81,7 +81,7 @@ def cards_from_notebook(path) -> list[Card]:
 def collect(notebooks=None) -> list[Card]:
     """Cards of every lesson notebook (``notebooks/NN_*.ipynb`` by default), lesson by lesson."""
     if notebooks is None:
-        notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+        notebooks = lessons()
     return [card for path in notebooks for card in cards_from_notebook(path)]
 
 
@@ -125,10 +125,10 @@ def write_csv(cards: list[Card], language: str, path) -> int:
 def main(argv=None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m helpers.flashcards",
+    parser = argparse.ArgumentParser(prog="python -m tools.flashcards",
                                      description="Write every lesson's interview questions "
                                                  "as Anki CSV files, one per language.")
-    parser.add_argument("--out", default=str(ROOT / "build" / "flashcards"),
+    parser.add_argument("--out", default=str(BUILD / "flashcards"),
                         help="output folder (default: build/flashcards)")
     args = parser.parse_args(argv)
     cards = collect()

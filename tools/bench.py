@@ -5,10 +5,10 @@ Budgets (course guide): each notebook at most 60 s on a 2-core CPU, the whole co
 most 5 minutes. The numbers depend on the machine and on what else it is doing; run it on
 an idle machine and read them as a measurement, not a promise.
 
-    python -m helpers.bench                      # time every notebook
-    python -m helpers.bench notebooks/00_introduction.ipynb
-    python -m helpers.bench --execute-in-place   # rewrite the notebooks with fresh outputs
-    python -m helpers.bench --threads 2          # pin torch's thread count in the kernels
+    python -m tools.bench                      # time every notebook
+    python -m tools.bench notebooks/00_introduction.ipynb
+    python -m tools.bench --execute-in-place   # rewrite the notebooks with fresh outputs
+    python -m tools.bench --threads 2          # pin torch's thread count in the kernels
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from .course import ROOT, lessons
 NOTEBOOK_BUDGET_S = 60.0
 COURSE_BUDGET_S = 300.0
 
@@ -27,7 +27,7 @@ COURSE_BUDGET_S = 300.0
 def _notebooks(paths: list[str]) -> list[pathlib.Path]:
     if paths:
         return [pathlib.Path(p).resolve() for p in paths]
-    return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    return lessons()
 
 
 def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> float:

@@ -1,0 +1,61 @@
+r"""Every exercise checker of the course, with one contract.
+
+A checker runs a learner's function on cases chosen to expose the mistakes that circulate,
+compares each output with a reference (``torch.nn.functional``, a float64 computation, or
+the course's own module), and returns a :class:`CheckResult` whose message, in English then
+Chinese, names the mistake the function made. A checker never prints, never raises on the
+learner's code (an exception in it is a diagnosis), and leaves the global random state as it
+found it.
+
+==============================  ====================================  ==========================
+checker                         module                                lesson
+==============================  ====================================  ==========================
+:func:`check_batch_norm`        :mod:`helpers.checks.norms`           01, 12 (drill)
+:func:`check_layer_norm`        :mod:`helpers.checks.norms`           00, 02, 12 (drill)
+:func:`check_group_norm`        :mod:`helpers.checks.norms`           03, 12 (drill)
+:func:`check_rms_norm`          :mod:`helpers.checks.norms`           04, 12 (drill)
+:func:`check_block_forward`     :mod:`helpers.checks.transformer`     05, 06
+:func:`check_variance`          :mod:`helpers.checks.variance`        07
+:func:`check_merge`             :mod:`helpers.checks.sync_bn`         08
+:func:`check_batch_norm_eval`   :mod:`helpers.checks.eval_bn`         12 (drill)
+:func:`check_qk_norm_attention` :mod:`helpers.checks.todays_transformers`  09
+:func:`check_dyt_module`        :mod:`helpers.checks.todays_transformers`  09
+:func:`check_weight_decay_groups`  :mod:`helpers.checks.bn_practice`  10
+:func:`check_frozen_batch_norm` :mod:`helpers.checks.bn_practice`     10
+:func:`check_batch_renorm`      :mod:`helpers.checks.bn_practice`     10
+:func:`check_weight_norm`       :mod:`helpers.checks.weight_norms`    11
+:func:`check_weight_norm_grad`  :mod:`helpers.checks.weight_norms`    11
+:func:`check_power_iteration`   :mod:`helpers.checks.weight_norms`    11
+==============================  ====================================  ==========================
+
+A new checker is a list of :class:`Case`, a reference and a catalogue of :class:`Mistake`,
+handed to :func:`run_cases` (:mod:`helpers.checks.engine`).
+
+Usage::
+
+    from helpers.checks import check_layer_norm
+
+    def my_ln(x, weight, bias, eps):
+        xf = x.float()
+        mu = xf.mean(-1, keepdim=True)
+        var = xf.var(-1, keepdim=True, unbiased=False)
+        return ((xf - mu) / (var + eps).sqrt() * weight + bias).to(x.dtype)
+
+    check_layer_norm(my_ln)   # ✔ layer_norm: all 7 cases match torch. / ...
+"""
+
+from .engine import Case, CheckResult, Mistake, run_cases
+from .bn_practice import check_batch_renorm, check_frozen_batch_norm, check_weight_decay_groups
+from .eval_bn import check_batch_norm_eval
+from .norms import check_batch_norm, check_group_norm, check_layer_norm, check_rms_norm
+from .sync_bn import check_merge
+from .transformer import check_block_forward
+from .todays_transformers import check_dyt_module, check_qk_norm_attention
+from .variance import check_variance
+from .weight_norms import check_power_iteration, check_weight_norm, check_weight_norm_grad
+
+__all__ = ["CheckResult", "Case", "Mistake", "run_cases", "check_layer_norm", "check_batch_norm",
+           "check_rms_norm", "check_group_norm", "check_batch_norm_eval", "check_block_forward",
+           "check_variance", "check_merge", "check_qk_norm_attention", "check_dyt_module",
+           "check_weight_decay_groups", "check_frozen_batch_norm", "check_batch_renorm",
+           "check_weight_norm", "check_weight_norm_grad", "check_power_iteration"]

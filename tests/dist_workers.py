@@ -1,0 +1,13 @@
+"""Worker functions for the tests of :func:`helpers.distributed.launch`. They live in a module
+of their own (not a test file, not a notebook) so that spawned processes can import them."""
+
+import os
+import time
+
+
+def exiting_worker(rank: int, world_size: int, wait: float = 60.0) -> int:
+    """Rank 1 exits abruptly (no exception, no result); the others sleep ``wait`` seconds."""
+    if rank == 1:
+        os._exit(3)
+    time.sleep(wait)
+    return rank
