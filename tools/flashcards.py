@@ -11,8 +11,11 @@ Each lesson ends with interview questions: pairs of markdown cells tagged ``ques
 ``build/flashcards/flashcards_en.csv`` and ``flashcards_zh.csv``. Each file starts with Anki's
 header lines (Anki 2.1.55 or later), so File > Import needs no settings: comma separated, HTML
 allowed, column 1 is the note's id (GUID), columns 2 and 3 the front and back (the first two
-fields of the default note type, Basic), column 4 the tags, and the deck is named
-``Normalization course::English`` or ``Normalization course::中文``.
+fields of the default note type, Basic; no ``#columns`` line, since Anki would then match
+columns to fields by name, and field names differ between Anki's languages), column 4 the tags
+(the lessons). The ``#deck`` line names ``Normalization course::English`` or
+``Normalization course::中文``; Anki uses it when a deck of that name exists and otherwise the
+current deck.
 
 * **Stable ids.** A card's id is ``normalization-course-NN-<hash>-<lang>``: the lesson ``NN``
   and the first 10 hex digits of the SHA-1 of the English question without its
