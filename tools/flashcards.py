@@ -8,43 +8,97 @@ Each lesson ends with interview questions: pairs of markdown cells tagged ``ques
     The unbiased one, $\frac{n}{n-1}\sigma_B^2$ ...
 
 ``python -m tools.flashcards`` (``make flashcards``) writes one CSV per language,
-``build/flashcards/flashcards_en.csv`` and ``flashcards_zh.csv``, with three columns: front
-(the question), back (the answer) and tags (the lesson, e.g. ``normalization-course::01``).
-Fields are HTML, as Anki expects: ``**bold**`` becomes ``<b>``, inline code ``<code>``,
-line breaks ``<br>``, and math is rewritten for Anki's MathJax: ``$...$`` as ``\(...\)`` and
-``$$...$$`` as ``\[...\]``. In Anki: File > Import, choose the file, "Fields separated by:
-Comma", "Allow HTML in fields" on, and map the third column to Tags.
+``build/flashcards/flashcards_en.csv`` and ``flashcards_zh.csv``. Each file starts with Anki's
+header lines (Anki 2.1.55 or later), so File > Import needs no settings: comma separated, HTML
+allowed, column 1 is the note's id (GUID), columns 2 and 3 the front and back (the first two
+fields of the default note type, Basic; no ``#columns`` line, since Anki would then match
+columns to fields by name, and field names differ between Anki's languages), column 4 the tags
+(the lessons). The ``#deck`` line names ``Normalization course::English`` or
+``Normalization course::中文``; Anki uses it when a deck of that name exists and otherwise the
+current deck.
+
+* **Stable ids.** A card's id is ``normalization-course-NN-<hash>-<lang>``: the lesson ``NN``
+  and the first 10 hex digits of the SHA-1 of the English question without its
+  ``Question N.`` prefix. Renumbering questions keeps the ids, so re-importing a file updates
+  the notes instead of adding copies; the two languages share the stem of a question's id and
+  differ in the ``-en`` / ``-zh`` suffix (a GUID is unique in the whole Anki collection).
+* **No duplicates.** The front is the question without its ``Question N.`` / ``问 N：``
+  prefix. Questions are bilingual pairs (the n-th English and n-th Chinese question of a
+  lesson); a pair whose English or Chinese question repeats, word for word, one of an earlier
+  lesson (the interview lesson 12 repeats several) is dropped, and the earlier lesson's card,
+  where the topic is taught, gets the later lesson's tag as well. Both files hold the same
+  questions.
+* **Qualified references.** In the answers of lesson NN, a bare "section 4" becomes
+  "lesson NN, §4" ("sections 7 and 8": "lesson NN, §§7 and 8") and "第 4 节" becomes
+  "第 NN 课第 4 节"; references that already name a lesson ("lesson 01, section 2") or a paper
+  ("Wu & He 2018, section 3.1") stay as they are.
+* **HTML fields.** ``**bold**`` becomes ``<b>``, ``*italic*`` and ``_italic_`` ``<i>``, inline
+  code ``<code>``, ``[text](https://...)`` a link (other links just their text), line breaks
+  ``<br>``; math is left as written inside Anki's MathJax delimiters: ``$...$`` as ``\(...\)``
+  and ``$$...$$`` as ``\[...\]``.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
+import json
 import pathlib
 import re
 from dataclasses import dataclass
 
-__all__ = ["Card", "cards_from_notebook", "collect", "to_anki_html", "write_csv", "main"]
-
 from .course import BUILD, lessons
+
+__all__ = ["Card", "Note", "cards_from_notebook", "collect", "notes", "strip_number",
+           "qualify_references", "to_anki_html", "anki_header", "write_csv", "main"]
+
 LANGUAGES = ("en", "zh")
 TAG_PREFIX = "normalization-course"
+DECKS = {"en": "Normalization course::English", "zh": "Normalization course::中文"}
+COLUMNS = ("guid", "front", "back", "tags")  # the order of the CSV columns
 
 _QUESTION = re.compile(r"^\s*\*\*(?P<front>.+?)\*\*\s*(?:\n\s*\n|\n|$)(?P<back>.*)\Z", re.S)
+_NUMBER = re.compile(r"^\s*(?:Question\s+\d+\s*[.:]|问\s*\d+\s*[：:.．])\s*")
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 _INLINE = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$")
 _CODE = re.compile(r"`([^`]+)`")
-_BOLD = re.compile(r"\*\*(.+?)\*\*", re.S)
+_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__(?!\w)", re.S)
+_ITALIC = re.compile(r"(?<!\*)\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?!\*)"
+                     r"|(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])")
+_NUM = r"\d+(?:\.\d+)*(?:\s*\([a-z]\))?"
+_EN_REF = re.compile(rf"\b(?P<word>[Ss]ections?)\s+(?P<nums>{_NUM}"
+                     rf"(?:(?:\s*,\s*|\s+and\s+|\s+to\s+|\s*[-–]\s*){_NUM})*)")
+_ZH_REF = re.compile(rf"第\s*{_NUM}(?:\s*(?:到|至|-|–)\s*{_NUM})?\s*节")
+_NAMED_EN = re.compile(r"(?:[Ll]essons?\s+\d+|\d{4}[a-z]?|et al\.)\s*,\s*$")
+_NAMED_ZH = re.compile(r"(?:第\s*\d+\s*课|\d{4}[a-z]?\s*[，,]|\d+\s*节\s*(?:和|、|及|与))\s*$")
 
 
 @dataclass(frozen=True)
 class Card:
-    """One flashcard: ``lesson`` (e.g. ``"01"``), ``language`` (``"en"`` or ``"zh"``),
+    """One question cell: ``lesson`` (e.g. ``"01"``), ``language`` (``"en"`` or ``"zh"``),
     ``front`` and ``back`` in the notebook's markdown."""
     lesson: str
     language: str
     front: str
     back: str
+
+
+@dataclass(frozen=True)
+class Note:
+    """One row of a CSV: ``guid``, ``language``, ``front`` and ``back`` in markdown (the
+    number prefix stripped, section references qualified) and the ``lessons`` it comes from
+    (the first is where the card's text comes from)."""
+    guid: str
+    language: str
+    front: str
+    back: str
+    lessons: tuple[str, ...]
+
+    @property
+    def tags(self) -> str:
+        return " ".join(f"{TAG_PREFIX}::{lesson}" for lesson in self.lessons)
 
 
 def _source(cell) -> str:
@@ -56,8 +110,6 @@ def cards_from_notebook(path) -> list[Card]:
     """The question cells of one notebook, in order. A cell tagged ``question`` must be
     tagged ``lang-en`` or ``lang-zh`` and start with a bold question; otherwise
     ``ValueError`` says which cell is malformed."""
-    import json
-
     path = pathlib.Path(path)
     nb = json.loads(path.read_text(encoding="utf-8"))
     lesson = path.name[:2]
@@ -85,40 +137,126 @@ def collect(notebooks=None) -> list[Card]:
     return [card for path in notebooks for card in cards_from_notebook(path)]
 
 
+def strip_number(front: str) -> str:
+    """The question without its ``Question N.`` / ``问 N：`` prefix, spaces collapsed.
+
+    >>> strip_number("Question 12.  Why  not?"), strip_number("问 3：为什么？")
+    ('Why not?', '为什么？')
+    """
+    return " ".join(_NUMBER.sub("", front).split())
+
+
+def qualify_references(text: str, lesson: str, language: str) -> str:
+    """Name the lesson in the bare section references of an answer of ``lesson``.
+
+    >>> qualify_references("(section 4; Ba 2016, section 3.1; lesson 01, section 2)", "02", "en")
+    '(lesson 02, §4; Ba 2016, section 3.1; lesson 01, section 2)'
+    >>> qualify_references("（第 7 节和第 8 节；第 01 课第 2 节）", "03", "zh")
+    '（第 03 课第 7 节和第 8 节；第 01 课第 2 节）'
+    """
+    if language == "en":
+        def en(m):
+            if _NAMED_EN.search(text[:m.start()]):
+                return m[0]
+            lesson_word = "Lesson" if m["word"][0] == "S" else "lesson"
+            marks = "§§" if m["word"].lower() == "sections" else "§"
+            return f"{lesson_word} {lesson}, {marks}{m['nums']}"
+        return _EN_REF.sub(en, text)
+
+    def zh(m):
+        if _NAMED_ZH.search(text[:m.start()]):
+            return m[0]
+        return f"第 {lesson} 课{m[0]}"
+    return _ZH_REF.sub(zh, text)
+
+
+def notes(cards: list[Card]) -> list[Note]:
+    """The rows of both CSVs, language by language in lesson order: the cards paired by
+    lesson and position, duplicates of an earlier lesson's pair dropped (its note gets the
+    later lesson as a tag), ids and references as the module docstring says. ``ValueError``
+    if a lesson has not as many English questions as Chinese ones."""
+    by_lesson: dict[str, dict[str, list[Card]]] = {}
+    for card in cards:
+        by_lesson.setdefault(card.lesson, {lang: [] for lang in LANGUAGES})[card.language].append(card)
+    pairs: list[dict] = []  # {"lesson", "lessons", "cards": {lang: Card}}
+    seen: dict[tuple[str, str], dict] = {}
+    for lesson, per_lang in by_lesson.items():
+        counts = {lang: len(per_lang[lang]) for lang in LANGUAGES}
+        if len(set(counts.values())) != 1:
+            raise ValueError(f"lesson {lesson}: the questions do not pair up by language, "
+                             f"{counts}")
+        for pair_cards in zip(*(per_lang[lang] for lang in LANGUAGES)):
+            keys = [(c.language, strip_number(c.front)) for c in pair_cards]
+            earlier = next((seen[k] for k in keys if k in seen), None)
+            if earlier is not None:
+                if lesson not in earlier["lessons"]:
+                    earlier["lessons"].append(lesson)
+                continue
+            pair = {"lesson": lesson, "lessons": [lesson],
+                    "cards": {c.language: c for c in pair_cards}}
+            pairs.append(pair)
+            seen.update((k, pair) for k in keys)
+    rows = []
+    for lang in LANGUAGES:
+        for pair in pairs:
+            card = pair["cards"][lang]
+            stem = hashlib.sha1(strip_number(pair["cards"]["en"].front).encode()).hexdigest()
+            rows.append(Note(f"{TAG_PREFIX}-{pair['lesson']}-{stem[:10]}-{lang}", lang,
+                             qualify_references(strip_number(card.front), card.lesson, lang),
+                             qualify_references(card.back, card.lesson, lang),
+                             tuple(pair["lessons"])))
+    return rows
+
+
 def to_anki_html(markdown: str) -> str:
     r"""The small subset of markdown the questions use, as HTML for an Anki field.
 
-    >>> to_anki_html("**Why?** Because $\\sigma^2 < 1$, see `eval()`.\nDone: $$a<b$$")
-    '<b>Why?</b> Because \\(\\sigma^2 &lt; 1\\), see <code>eval()</code>.<br>Done: \\[a&lt;b\\]'
+    >>> to_anki_html("**Why?** *Since* $\\sigma^2 < 1$, see `eval()`.\nDone: $$a<b$$")
+    '<b>Why?</b> <i>Since</i> \\(\\sigma^2 &lt; 1\\), see <code>eval()</code>.<br>Done: \\[a&lt;b\\]'
     """
-    pieces, out = [], []
+    pieces = []
 
     def keep(text: str) -> str:  # protect math and code from the other rewrites
         pieces.append(text)
         return f"\x00{len(pieces) - 1}\x00"
 
+    def link(m):
+        url = html.unescape(m[2])
+        if re.match(r"https?://", url):
+            return f'<a href="{html.escape(url, quote=True)}">{m[1]}</a>'
+        return m[1]
+
     text = _DISPLAY.sub(lambda m: keep(r"\[" + html.escape(m[1], quote=False) + r"\]"), markdown)
     text = _INLINE.sub(lambda m: keep(r"\(" + html.escape(m[1], quote=False) + r"\)"), text)
     text = _CODE.sub(lambda m: keep("<code>" + html.escape(m[1], quote=False) + "</code>"), text)
     text = html.escape(text, quote=False)
-    text = _BOLD.sub(r"<b>\1</b>", text)
-    text = text.replace("\n", "<br>")
-    for part in re.split(r"(\x00\d+\x00)", text):
-        out.append(pieces[int(part[1:-1])] if part.startswith("\x00") else part)
-    return "".join(out)
+    text = _LINK.sub(link, text)
+    text = _BOLD.sub(lambda m: f"<b>{m[1] or m[2]}</b>", text)
+    text = _ITALIC.sub(lambda m: f"<i>{m[1] or m[2]}</i>", text)
+    text = text.replace("\\$", "$").replace("\n", "<br>")
+    return re.sub(r"\x00(\d+)\x00", lambda m: pieces[int(m[1])], text)
+
+
+def anki_header(language: str) -> list[str]:
+    """The header lines Anki reads at the top of a text file (Anki 2.1.55 or later)."""
+    return ["#separator:Comma", "#html:true",
+            f"#guid column:{COLUMNS.index('guid') + 1}",
+            f"#tags column:{COLUMNS.index('tags') + 1}",
+            f"#deck:{DECKS[language]}"]
 
 
 def write_csv(cards: list[Card], language: str, path) -> int:
-    """Write the ``language`` cards to ``path`` as an Anki CSV (front, back, tags), UTF-8;
-    return how many were written."""
+    """Write the ``language`` notes of ``cards`` to ``path`` as an Anki CSV (header lines,
+    then guid, front, back, tags), UTF-8; return how many rows were written."""
     if language not in LANGUAGES:
         raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [(to_anki_html(c.front), to_anki_html(c.back), f"{TAG_PREFIX}::{c.lesson}")
-            for c in cards if c.language == language]
+    rows = [(n.guid, to_anki_html(n.front), to_anki_html(n.back), n.tags)
+            for n in notes(cards) if n.language == language]
     with path.open("w", encoding="utf-8", newline="") as f:
-        csv.writer(f).writerows(rows)
+        f.writelines(line + "\n" for line in anki_header(language))
+        csv.writer(f, lineterminator="\n").writerows(rows)
     return len(rows)
 
 
@@ -135,8 +273,10 @@ def main(argv=None) -> None:
     for language in LANGUAGES:
         path = pathlib.Path(args.out) / f"flashcards_{language}.csv"
         count = write_csv(cards, language, path)
-        lessons = sorted({c.lesson for c in cards if c.language == language})
-        print(f"{count} cards from lessons {', '.join(lessons)} -> {path}")
+        questions = sum(c.language == language for c in cards)
+        lesson_list = sorted({c.lesson for c in cards if c.language == language})
+        print(f"{count} cards from lessons {', '.join(lesson_list)} -> {path} "
+              f"({questions - count} repeated questions merged)")
 
 
 if __name__ == "__main__":
