@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 # pytest workers for `make test` (override: make test JOBS=1)
 JOBS ?= 2
 
-.PHONY: lab test test-fast bench bench-norms execute flashcards export slides test-exports \
+.PHONY: lab test test-cpu-path test-fast bench bench-norms execute flashcards export slides test-exports \
 	test-browser check-python clean help
 
 help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
 	@echo "make test     run every test: helpers unit tests + strict nbval over all notebooks"
+	@echo "make test-cpu-path  strict nbval over every lesson on torch's scalar CPU code path (CPU_PATH=avx2 for AVX2)"
 	@echo "make bench    execute each notebook and print its wall time"
 	@echo "make execute  re-execute every notebook in place (after changing helpers/)"
 	@echo "make bench-norms  time the normalisation kernels against a copy (CPU, and GPU if present)"
@@ -42,6 +43,13 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval --nbval-current-env \
 		--nbval-sanitize-with nbval_sanitize.cfg tests notebooks
+
+# strict nbval over every lesson with torch's CPU kernels forced onto another code path
+# (default: the scalar one; CPU_PATH=avx2 for AVX2): the outputs must not depend on the CPU
+CPU_PATH ?= default
+test-cpu-path: $(STAMP)
+	ATEN_CPU_CAPABILITY=$(CPU_PATH) $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval \
+		--nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg notebooks
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests

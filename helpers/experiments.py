@@ -8,7 +8,7 @@ r"""Small, fast experiments shared by the lessons.
 - ``small_cnn`` + ``train_and_evaluate`` + ``batch_size_grid`` + ``statistic_noise``:
   BatchNorm against GroupNorm across batch sizes on the digits (Wu & He 2018, Table 2), for
   the BatchNorm lesson. ``python -m helpers.experiments`` runs the full grid (5 batch sizes,
-  3 seeds) and prints its table.
+  3 seeds), prints its table and writes it to ``results/`` (:mod:`helpers.results`).
 """
 
 from __future__ import annotations
@@ -383,11 +383,14 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
     last incomplete batch so that every step sees exactly ``batch_size`` images. Runs on one
     torch thread (see ``_one_thread``).
 
-    ``dtype`` float64 by default (the model and the images): over thousands of steps,
-    float32 rounding differences between CPUs (AVX2 or AVX-512 kernels sum in a different
-    order) grow until a few test images change class; in float64 the same seeds give the same
-    errors on every CPU, and on a CPU a model this small trains as fast in float64 as in
-    float32.
+    ``dtype`` float64 by default (the model and the images): on a CPU a model this small
+    trains as fast in float64 as in float32, and the rounding differences between CPU code
+    paths (AVX-512, AVX2 or scalar kernels sum in a different order) start about 1e-16 instead
+    of 1e-7. That makes the stable runs (batch 8 and more) agree across paths to the test
+    image, but not the chaotic ones: at batch 2 a difference in the last bit grows over the
+    thousands of steps until the runs part, and the same seed ends at different errors on
+    different paths (``results/batch_size_grid.*.json`` keeps one file per path; lesson 01
+    shows the spread).
 
     Defaults: base_lr 0.1 per 32 images is the paper's; 6 epochs is about the least with
     which GroupNorm, slower to train than BatchNorm here, gets within a few points of its
@@ -597,10 +600,21 @@ def _main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-save", action="store_true",
+                        help="print the table only; by default the rows are also written to "
+                             "results/batch_size_grid.<cpu path>.json (helpers.results)")
     args = parser.parse_args(argv)
     rows = batch_size_grid(batch_sizes=args.batch_sizes, seeds=args.seeds,
                            workers=args.workers, epochs=args.epochs)
     print(grid_table(rows))
+    if not args.no_save:
+        from .results import write_results
+        for r in rows:
+            r.pop("seconds", None)  # timings are not results
+        path = write_results("batch_size_grid", rows, seeds=args.seeds, argv=argv,
+                             module="helpers.experiments", batch_sizes=args.batch_sizes,
+                             epochs=args.epochs, dtype="float64", threads_per_run=1)
+        print(f"written: {path}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from . import norms as course_norms
+from .progress import Progress
 
 __all__ = ["NORM_POSITIONS", "make_norm", "CausalSelfAttention", "FeedForward", "Block",
            "TinyTransformer", "deepnorm_constants", "deepnorm_init", "layer_gradient_norms",
@@ -305,9 +306,9 @@ def train_reversal(model: nn.Module, steps: int = 300, lr: float = 3e-3, warmup_
     r"""Train ``model`` on :func:`reversal_batch` with Adam (``lr`` peak, ``betas``, as in
     Vaswani et al. 2017) and cross-entropy, for ``steps`` steps, the learning rate following
     :func:`warmup_factor` (constant after the warmup). The data comes from a generator
-    seeded with ``seed``. With ``label`` set, prints one progress line to stdout, a bar that
-    fills as training goes, then the final loss and accuracy (deterministic text, no
-    timings).
+    seeded with ``seed``. With ``label`` set, shows one progress line
+    (:class:`helpers.progress.Progress`: live in a notebook, a single final line in the saved
+    output), ending with the final loss and accuracy (deterministic text, no timings).
 
     Returns ``{"steps": [...], "loss": [...], "accuracy": float, "final_loss": float}``: the
     training loss every ``log_every`` steps (averaged over those steps) and the token
@@ -319,10 +320,8 @@ def train_reversal(model: nn.Module, steps: int = 300, lr: float = 3e-3, warmup_
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, foreach=True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_factor(s, warmup_steps))
     model.train()
-    logged_steps, losses, acc_loss, shown = [], [], 0.0, 0
-    bar = 20  # progress bar: one '#' per 1/20 of the steps
-    if label is not None:
-        print(f"{label:<26s} [", end="", flush=True)
+    logged_steps, losses, acc_loss = [], [], 0.0
+    bar = Progress(label, steps) if label is not None else None
     for step in range(steps):
         x, y = reversal_batch(batch_size, seq_len, vocab_size, g)
         logits = model(x)
@@ -332,8 +331,8 @@ def train_reversal(model: nn.Module, steps: int = 300, lr: float = 3e-3, warmup_
         opt.step()
         sched.step()
         acc_loss += float(loss.detach())
-        if label is not None and (step + 1) * bar // steps > step * bar // steps:
-            print("#" * ((step + 1) * bar // steps - step * bar // steps), end="", flush=True)
+        if bar is not None:
+            bar.update(step + 1)
         if (step + 1) % log_every == 0:
             logged_steps.append(step + 1)
             losses.append(acc_loss / log_every)
@@ -345,8 +344,8 @@ def train_reversal(model: nn.Module, steps: int = 300, lr: float = 3e-3, warmup_
         mask = y != -100
         final_loss = float(nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()))
         accuracy = float((logits.argmax(-1)[mask] == y[mask]).float().mean())
-    if label is not None:
-        print(f"] loss {final_loss:.2f}  accuracy {accuracy:.2f}")
+    if bar is not None:
+        bar.close(f"loss {final_loss:.2f}  accuracy {accuracy:.2f}")
     return {"steps": logged_steps, "loss": losses, "accuracy": accuracy,
             "final_loss": final_loss}
 
