@@ -602,7 +602,7 @@ def parse_size(text: str) -> int:
 
 
 def cache_sizes(cpu_dir: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
-    """The data caches of one CPU core as the operating system describes them (Linux
+    """The data caches that CPU core 0 sees, as the operating system describes them (Linux
     ``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}``, what ``lscpu`` shows):
     ``{"L1d": bytes, "L2": bytes, "L3": bytes}`` (instruction caches left out). An empty
     dict where the directory does not exist (other systems): nothing is guessed.

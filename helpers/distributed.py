@@ -206,7 +206,8 @@ def payload_bytes(num_channels: int, world_size: int, itemsize: int = 4) -> dict
     in this implementation (and in ``torch.nn.SyncBatchNorm``, which packs the same sizes):
 
     - ``forward_sent``: each rank's all_gather message, :math:`(2C+1)` numbers;
-    - ``forward_received``: what each rank receives, :math:`(W-1)(2C+1)` numbers;
+    - ``forward_received``: what each rank receives, :math:`(W-1)(2C+1)` numbers (through a
+      ring, each rank also sends that many, passing the other ranks' messages on);
     - ``backward``: the all_reduce message, :math:`2C` numbers (a ring all-reduce sends and
       receives :math:`2(W-1)/W` times this per rank).
 

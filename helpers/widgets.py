@@ -275,7 +275,7 @@ def bn_noise_explorer(batch_size: int = 8) -> Explorer:
     Lesson 01."""
     if batch_size not in _BN_SIZES:
         raise ValueError(f"batch_size must be one of {_BN_SIZES}, got {batch_size!r}")
-    return Explorer("batch size vs BatchNorm's batch statistics", "批大小与批归一化的批统计量",
+    return Explorer("batch size vs BatchNorm's batch statistics", "批大小与 BatchNorm 的批统计量",
                     {"batch_size": slider("select", "batch size B", batch_size,
                                           options=list(_BN_SIZES))},
                     bn_noise_figure)
@@ -372,7 +372,7 @@ def ln_eps_explorer(input_std: float = 1e-3, eps: float = 1e-5) -> Explorer:
     Lesson 02."""
     _positive("input_std", input_std)
     _positive("eps", eps)
-    return Explorer("eps vs LayerNorm on small-variance tokens", "ε 与低方差 token 上的层归一化",
+    return Explorer("eps vs LayerNorm on small-variance tokens", "ε 与低方差 token 上的 LayerNorm",
                     {"input_std": slider("log", "input std s", input_std, base=10, min=-5,
                                          max=1, step=0.25, readout_format=".1e"),
                      "eps": slider("log", "eps", eps, base=10, min=-12, max=-1, step=0.5,
@@ -498,7 +498,7 @@ def group_norm_explorer(num_groups: int = 3, num_channels: int = 12) -> Explorer
                          f"got {num_groups!r}")
     draw = functools.partial(group_norm_figure, num_channels=num_channels)
     return Explorer(f"number of groups G in GroupNorm (C = {num_channels})",
-                    f"组归一化的组数 G（C = {num_channels}）",
+                    f"GroupNorm 的组数 G（C = {num_channels}）",
                     {"num_groups": slider("select", "groups G", num_groups, options=options)},
                     draw)
 
@@ -594,7 +594,7 @@ def rms_mean_explorer(mean_offset: float = 2.0) -> Explorer:
     Lesson 04."""
     if not (isinstance(mean_offset, (int, float)) and 0 <= mean_offset <= 8):
         raise ValueError(f"mean_offset must be between 0 and 8, got {mean_offset!r}")
-    return Explorer("token mean vs RMSNorm and LayerNorm", "token 均值与均方根归一化、层归一化",
+    return Explorer("token mean vs RMSNorm and LayerNorm", "token 均值与 RMSNorm、LayerNorm",
                     {"mean_offset": slider("float", "mean offset m = μ/σ", float(mean_offset),
                                            min=0.0, max=8.0, step=0.25)},
                     rms_mean_figure)

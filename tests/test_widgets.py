@@ -101,7 +101,7 @@ def test_batch_statistics_bad_arguments(kwargs, match):
 def test_bn_explorer_slider_updates_image_and_readout():
     e = W.bn_noise_explorer()
     assert repr(e) == ("Explorer: batch size vs BatchNorm's batch statistics (needs a running kernel)"
-                       " / 交互探索：批大小与批归一化的批统计量（需要运行中的内核）")
+                       " / 交互探索：批大小与 BatchNorm 的批统计量（需要运行中的内核）")
     before = e.image.value
     e.controls["batch_size"].value = 32
     assert e.image.value != before
@@ -200,7 +200,7 @@ def test_group_norm_channels_bad_arguments():
 def test_group_norm_explorer_slider_and_special_cases():
     e = W.group_norm_explorer()
     assert repr(e) == ("Explorer: number of groups G in GroupNorm (C = 12) (needs a running kernel)"
-                       " / 交互探索：组归一化的组数 G（C = 12）（需要运行中的内核）")
+                       " / 交互探索：GroupNorm 的组数 G（C = 12）（需要运行中的内核）")
     assert e.controls["num_groups"].options == (1, 2, 3, 4, 6, 12)
     before = e.image.value
     e.controls["num_groups"].value = 1

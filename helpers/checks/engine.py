@@ -151,7 +151,7 @@ COMMON: dict[str, tuple[str, str]] = {
         "the one-pass variance E[x²] - E[x]², which cancels catastrophically in float32 when "
         "the mean is large compared with the spread. Subtract the mean first, then average "
         "the squares.",
-        "使用了单遍方差公式 E[x²] - E[x]²：当均值远大于离散程度时，float32 下会发生灾难性相消。"
+        "使用了单遍方差公式 E[x²] - E[x]²：当均值远大于离散程度时，float32 下会发生灾难性抵消。"
         "应先减去均值，再求平方的均值。"),
     "missing_keepdim": (
         "a reduction without keepdim=True: the statistics lose their reduced dims and then "

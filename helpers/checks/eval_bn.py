@@ -93,7 +93,7 @@ def check_batch_norm_eval(fn: Callable[..., Tensor], *, title: str = "batch_norm
             "the batch's own mean and variance are used. In eval mode BatchNorm normalises with "
             "running_mean and running_var, so a sample's output does not depend on its batch "
             "(and a batch of one works).",
-            "使用了当前批自己的均值和方差。推理（eval）模式下批归一化用 running_mean 和 running_var "
+            "使用了当前批自己的均值和方差。评估（eval）模式下 BatchNorm 用 running_mean 和 running_var "
             "归一化，样本的输出与它所在的批无关（只有一个样本的批也能工作）。"),
         "variance_without_sqrt": (
             "divided by (running_var + eps) without the square root: running_var is a variance, "
