@@ -501,7 +501,7 @@ def digits_cnn(variant: str, seed: int = 0, width: int = 16) -> nn.Sequential:
     ``torch.manual_seed(seed)`` in a forked RNG (global RNG untouched). Used in lesson 11."""
     if variant in ("bn", "gn", "gn_ws"):
         model = experiments.small_cnn({"bn": "batch", "gn": "group", "gn_ws": "group"}[variant],
-                                      seed=seed, width=width, backend="torch")
+                                      seed=seed, width=width, impl="torch")
         if variant == "gn_ws":
             for i in (0, 3):  # (a new module draws its own weight: keep the global RNG)
                 conv = model[i]

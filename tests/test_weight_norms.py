@@ -271,12 +271,12 @@ def test_moments_hand_computed_and_affine_invariant():
 def test_digits_cnn_variants_and_rng():
     before = torch.random.get_rng_state()
     bn = WN.digits_cnn("bn")
-    ref = experiments.small_cnn("batch", backend="torch")
+    ref = experiments.small_cnn("batch", impl="torch")
     for a, b in zip(bn.state_dict().values(), ref.state_dict().values()):
         assert torch.equal(a, b)
     ws = WN.digits_cnn("gn_ws")
     assert isinstance(ws[0], WN.WSConv2d) and isinstance(ws[3], WN.WSConv2d)
-    assert torch.equal(ws[0].weight, experiments.small_cnn("group", backend="torch")[0].weight)
+    assert torch.equal(ws[0].weight, experiments.small_cnn("group", impl="torch")[0].weight)
     mobn = WN.digits_cnn("wn_mobn")
     assert sum(isinstance(m, WN.MeanOnlyBatchNorm) for m in mobn) == 3
     assert torch.equal(before, torch.random.get_rng_state())
