@@ -17,8 +17,8 @@ STAMP := $(VENV)/.installed
 # pytest workers for `make test` (override: make test JOBS=1)
 JOBS ?= 2
 
-.PHONY: lab test test-fast bench bench-norms execute flashcards export slides test-exports \
-	test-browser check-python clean help
+.PHONY: lab test test-fast test-resolve bench bench-norms execute flashcards export slides \
+	test-exports test-browser check-python clean help
 
 help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
@@ -31,6 +31,7 @@ help:
 	@echo "make slides  reveal.js lecture slides per language (build/slides), offline"
 	@echo "make test-exports  strict nbval over the single-language notebooks"
 	@echo "make test-browser  JupyterLab, RISE, the HTML edition and the slides in headless Chromium"
+	@echo "make test-resolve  resolve requirements.txt for Python 3.11.2 to 3.14, Linux, macOS, Windows (network)"
 
 PYTHON_HELP := the course runs on CPython 3.11 ($(PYTHON_MIN) or later), 3.12, 3.13 and \
 	$(PYTHON_MAX); install one and run, for example: make lab PYTHON=/path/to/python3.13
@@ -38,6 +39,7 @@ PYTHON_HELP := the course runs on CPython 3.11 ($(PYTHON_MIN) or later), 3.12, 3
 check-python:
 	@[ -n "$(PYTHON)" ] || { echo "No supported Python found ($(PYTHON_CANDIDATES)): $(PYTHON_HELP)" >&2; exit 1; }
 	@"$(PYTHON)" -c '$(PYTHON_OK)' 2>/dev/null || { echo "$(PYTHON) is Python $$("$(PYTHON)" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not runnable)'): $(PYTHON_HELP)" >&2; exit 1; }
+	@echo "Python: $(PYTHON) ($$("$(PYTHON)" -c 'import platform; print(platform.python_version())'))"
 
 # The README's commands without make, in the same order (tests/test_install.py checks it):
 # a venv, the pinned requirements, then the course itself as an editable install so that
@@ -64,6 +66,16 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests
+
+# resolve requirements.txt for every supported Python and platform without installing it
+# (needs the package index; uv reads only the wheels' metadata)
+RESOLVE_STAMP := $(VENV)/.installed-resolve
+$(RESOLVE_STAMP): requirements-resolve.txt $(STAMP)
+	$(PIP_INSTALL) -r requirements-resolve.txt
+	touch $(RESOLVE_STAMP)
+
+test-resolve: $(RESOLVE_STAMP)
+	$(PY) -m pytest -n 4 -v tests/test_install.py -k resolve
 
 bench: $(STAMP)
 	$(PY) -m helpers.bench

@@ -34,5 +34,6 @@ def test_ci_runs_the_readme_test_command():
                 if line.strip() and not line.lstrip().startswith("#")]
     makes = [c for c in commands if c.startswith("make ")]
     # the README's command first, then the editions, their nbval run and the browser test
-    assert makes == ["make test", "make export slides", "make test-exports", "make test-browser"]
+    assert makes == ["make test", "make test-resolve", "make export slides", "make test-exports",
+                     "make test-browser"]
     assert commands.index("set -euo pipefail") < commands.index("make test")
