@@ -43,6 +43,9 @@ def makefile_var(name):
 
 
 def make(*args, env=None):
+    # a clean make: under `make test PYTHON=...`, MAKEFLAGS would pass PYTHON= down to this one
+    env = {k: v for k, v in (os.environ if env is None else env).items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHON")}
     return subprocess.run([MAKE, "--no-print-directory", "-C", str(ROOT), *args], env=env,
                           capture_output=True, text=True, timeout=120)
 
