@@ -1,15 +1,24 @@
 # The two commands of the README: `make lab` opens the course, `make test` runs every test.
 # Both create .venv/ inside the repository and install the pinned requirements on first use.
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# CPython 3.11 to 3.14 (3.11.2 and later; also in pyproject.toml's requires-python). Without
+# PYTHON=, the first of these commands that runs a supported version is used.
+PYTHON_MIN := 3.11.2
+PYTHON_MAX := 3.14
+PYTHON_CANDIDATES := python3.11 python3.12 python3.13 python3.14 python3 python
+PYTHON_OK := import sys; v = sys.version_info; sys.exit(not ((3, 11, 2) <= v[:3] and v[:2] <= (3, 14)))
+ifeq ($(origin PYTHON),undefined)
+PYTHON := $(shell for p in $(PYTHON_CANDIDATES); do \
+	"$$p" -c '$(PYTHON_OK)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
+endif
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # pytest workers for `make test` (override: make test JOBS=1)
 JOBS ?= 2
 
-.PHONY: lab test test-cpu-path test-fast bench bench-norms execute flashcards export slides test-exports \
-	test-browser check-python clean help
+.PHONY: lab test test-cpu-path test-fast test-resolve bench bench-norms execute flashcards export \
+	slides test-exports test-browser check-python clean help
 
 help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
@@ -21,17 +30,29 @@ help:
 	@echo "make flashcards  write every lesson's interview questions as Anki CSV (build/flashcards/)"
 	@echo "make export  single-language notebooks (build/en, build/zh) and the HTML edition (build/html)"
 	@echo "make slides  reveal.js lecture slides per language (build/slides), offline"
-	@echo "make test-exports  strict nbval over the single-language notebooks"
+	@echo "make test-exports  check the single-language notebooks against the bilingual ones, cell by cell"
 	@echo "make test-browser  JupyterLab, RISE, the HTML edition and the slides in headless Chromium"
+	@echo "make test-resolve  resolve requirements.txt for Python 3.11.2 to 3.14, Linux, macOS, Windows (network)"
+
+PYTHON_HELP := the course runs on CPython 3.11 ($(PYTHON_MIN) or later), 3.12, 3.13 and \
+	$(PYTHON_MAX); install one and run, for example: make lab PYTHON=/path/to/python3.13
 
 check-python:
-	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v[:2] == (3, 11) else "Python 3.11 is required (found %d.%d); set PYTHON=/path/to/python3.11" % v[:2])'
+	@[ -n "$(PYTHON)" ] || { echo "No supported Python found ($(PYTHON_CANDIDATES)): $(PYTHON_HELP)" >&2; exit 1; }
+	@"$(PYTHON)" -c '$(PYTHON_OK)' 2>/dev/null || { echo "$(PYTHON) is Python $$("$(PYTHON)" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo '(not runnable)'): $(PYTHON_HELP)" >&2; exit 1; }
+	@echo "Python: $(PYTHON) ($$("$(PYTHON)" -c 'import platform; print(platform.python_version())'))"
 
-$(STAMP): requirements.txt | check-python
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --no-input -r requirements.txt
-	@# make `import helpers` work from any folder and in every kernel of this venv
-	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "normalization_course.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
+# The README's commands without make, in the same order (tests/test_install.py checks it):
+# a venv, the pinned requirements, then the course itself as an editable install so that
+# `import helpers` works from any folder and in every kernel of this venv. TORCH_INDEX= (for
+# example https://download.pytorch.org/whl/cpu) first installs torch from that index.
+TORCH_PIN := $(shell grep -m1 '^torch==' requirements.txt)
+PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --no-input
+$(STAMP): requirements.txt constraints-cuda.txt pyproject.toml | check-python
+	"$(PYTHON)" -m venv $(VENV)
+	$(if $(TORCH_INDEX),$(PIP_INSTALL) $(TORCH_PIN) --index-url $(TORCH_INDEX))
+	$(PIP_INSTALL) -r requirements.txt
+	$(PIP_INSTALL) -e .
 	touch $(STAMP)
 
 # (--allow-root only when run as root, as in containers: JupyterLab refuses root otherwise)
@@ -53,6 +74,16 @@ test-cpu-path: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests
+
+# resolve requirements.txt for every supported Python and platform without installing it
+# (needs the package index; uv reads only the wheels' metadata)
+RESOLVE_STAMP := $(VENV)/.installed-resolve
+$(RESOLVE_STAMP): requirements-resolve.txt $(STAMP)
+	$(PIP_INSTALL) -r requirements-resolve.txt
+	touch $(RESOLVE_STAMP)
+
+test-resolve: $(RESOLVE_STAMP)
+	$(PY) -m pytest -n 4 -v tests/test_install.py -k resolve
 
 bench: $(STAMP)
 	$(PY) -m tools.bench

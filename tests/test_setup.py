@@ -33,8 +33,8 @@ def test_ci_runs_the_readme_test_command():
     commands = [line.strip() for line in ci.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
     makes = [c for c in commands if c.startswith("make ")]
-    # the README's command first, the lessons on a second CPU code path, then the editions,
-    # their check against the bilingual notebooks and the browser test
-    assert makes == ["make test", "make test-cpu-path CPU_PATH=default", "make export slides",
-                     "make test-exports", "make test-browser"]
+    # the README's command first, the lessons on a second CPU code path, the resolution of the
+    # pins, then the editions, their check against the bilingual notebooks and the browser test
+    assert makes == ["make test", "make test-cpu-path CPU_PATH=default", "make test-resolve",
+                     "make export slides", "make test-exports", "make test-browser"]
     assert commands.index("set -euo pipefail") < commands.index("make test")
