@@ -23,7 +23,6 @@ CPU path (AVX-512, AVX2, scalar). Used in lesson 10.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from typing import Callable
@@ -33,6 +32,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from . import norms
+from .experiments import one_thread
 
 __all__ = [
     "digits_data", "dropout_variance_ratio", "uniform_noise_variance_ratio", "UniformNoise",
@@ -48,16 +48,6 @@ __all__ = [
 DTYPE = torch.float64
 
 
-@contextlib.contextmanager
-def one_thread():
-    """Run the block on one torch thread, then restore the thread count: small models train
-    fastest that way, and sums are then added in the same order on every machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # --------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ __all__ = ["digits", "digit_images", "deep_mlp", "LayerStats", "layer_statistics
            "INVARIANCES", "invariance_differences",
            "small_cnn", "values_per_statistic", "digits_split_indices", "digits_split",
            "train_small_cnn", "train_and_evaluate", "batch_size_grid", "grid_table",
-           "statistic_noise", "WU_HE_TABLE2"]
+           "statistic_noise", "WU_HE_TABLE2", "one_thread", "run_jobs"]
 
 SATURATION = 0.97  # |tanh| above this counts as saturated (gradient factor 1 - t^2 < 0.06)
 
@@ -361,10 +361,11 @@ def _copy_in_train_mode(model: nn.Module) -> nn.Module:
 
 
 @contextlib.contextmanager
-def _one_thread():
+def one_thread():
     """Run the block with one torch thread, then restore the previous count. Small models
     train fastest on one thread, and a sum's rounding then does not depend on the machine's
-    core count: the results are the same whatever OMP_NUM_THREADS says."""
+    core count: the results are the same whatever OMP_NUM_THREADS says. Used by the training
+    loops of lessons 01, 10 and 11."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -393,7 +394,7 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
     The same number of ``epochs`` for every batch size (so smaller batches take more,
     smaller steps), shuffled every epoch by a generator seeded with ``seed``, dropping the
     last incomplete batch so that every step sees exactly ``batch_size`` images. Runs on one
-    torch thread (see ``_one_thread``).
+    torch thread (see :func:`one_thread`).
 
     ``dtype`` float64 by default (the model and the images): on a CPU a model this small
     trains as fast in float64 as in float32, and the rounding differences between CPU code
@@ -421,7 +422,7 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps)
     g = torch.Generator().manual_seed(seed)
     model.train()
-    with _one_thread():
+    with one_thread():
         for _ in range(epochs):
             perm = torch.randperm(len(x_train), generator=g)
             total = 0.0
@@ -456,7 +457,7 @@ def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 
     model, final_loss = train_small_cnn(norm, batch_size, seed, epochs, base_lr, data, impl,
                                         dtype)
     everything = len(x_test)  # in eval mode the batching does not matter: one pass
-    with _one_thread():
+    with one_thread():
         return {
             "eval": _test_error(model.eval(), x_test, y_test, everything),
             "train_mode": _test_error(_copy_in_train_mode(model), x_test, y_test, batch_size),
@@ -506,18 +507,28 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
                   f"seed {row['seed']}: eval error {row['eval']:5.1f}%  ({row['seconds']:.1f} s)",
                   flush=True)
 
+    run_jobs(_grid_run, jobs, workers, report)
+    return [done[(n, b, s)] for n, b, s, _ in jobs]
+
+
+def run_jobs(run, jobs: list, workers: int, report) -> None:
+    """Call ``report(run(job))`` for every job, in this process (``workers == 1``) or in that
+    many worker processes started with ``spawn`` (which works from a notebook on every OS;
+    ``run`` must then be a module-level function), reporting each result as it finishes.
+    Used by the grids of lessons 01 and 11."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     if workers == 1:
         for job in jobs:
-            report(_grid_run(job))
-    else:
-        import concurrent.futures
-        import multiprocessing
+            report(run(job))
+        return
+    import concurrent.futures
+    import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            for future in concurrent.futures.as_completed([pool.submit(_grid_run, j) for j in jobs]):
-                report(future.result())
-    return [done[(n, b, s)] for n, b, s, _ in jobs]
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(run, j) for j in jobs]):
+            report(future.result())
 
 
 def statistic_noise(model: nn.Module, x: torch.Tensor, batch_sizes=(32, 16, 8, 4, 2)) -> list[dict]:

@@ -634,16 +634,12 @@ class LayoutTransformer(nn.Module):
                 out.append(x)
         return out
 
+    # the same embeddings, stack of blocks and optional final norm as TinyTransformer
+    features = TinyTransformer.features
+
     def forward(self, idx: Tensor) -> Tensor:
-        if idx.dim() != 2 or idx.shape[1] > self.max_len:
-            raise ValueError(f"expected (B, T) token ids with T <= {self.max_len}, "
-                             f"got shape {list(idx.shape)}")
-        x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))
-        for block in self.blocks:
-            x = block(x)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return self.head(x)
+        """Logits (B, T, V): ``head(features(idx))``."""
+        return self.head(self.features(idx))
 
 
 def module_order(model: nn.Module, idx: Tensor, block: int = 0) -> list[str]:

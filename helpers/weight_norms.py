@@ -578,7 +578,7 @@ def train_digits_cnn(variant: str, batch_size: int, seed: int = 0, epochs: int =
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps)
     g = torch.Generator().manual_seed(seed)
     model.train()
-    with experiments._one_thread():
+    with experiments.one_thread():
         for _ in range(epochs):
             perm = torch.randperm(len(x_train), generator=g)
             total = 0.0
@@ -630,18 +630,7 @@ def variant_grid(variants=tuple(VARIANTS), batch_sizes=(32, 2), seeds=(0, 1, 2),
                          f"{len(batch_sizes)} batch sizes x {len(seeds)} seeds)"
                    if len(done) == len(jobs) else None)
 
-    if workers == 1:
-        for job in jobs:
-            report(_grid_run(job))
-    else:
-        import concurrent.futures
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = [pool.submit(_grid_run, j) for j in jobs]
-            for future in concurrent.futures.as_completed(futures):
-                report(future.result())
+    experiments.run_jobs(_grid_run, jobs, workers, report)
     return [done[(v, b, s)] for v, b, s, _ in jobs]
 
 
