@@ -8,7 +8,7 @@ and plot them; each lesson also runs a few of the same runs itself.
   its two halves, alpha only (beta = 1) and beta only (alpha = 1), over seeds, the settings of
   lesson 06 otherwise.
 
-Command line (120 and 48 runs, about 7 and 2 minutes on one core; ``ATEN_CPU_CAPABILITY=default`` in front
+Command line (120 and 48 runs, about 7 and 2 minutes of one core's time; ``ATEN_CPU_CAPABILITY=default`` in front
 runs them on the scalar CPU path)::
 
     python -m helpers.grids warmup
