@@ -394,6 +394,10 @@ class WorkerError(RuntimeError):
             self.add_note(worker_traceback)
 
 
+#: how many free ports :func:`launch` tries when another process takes the one it picked
+PORT_ATTEMPTS = 3
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now (the OS picks it; bind to port 0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -507,8 +511,9 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence[Any] = (), *,
     - ``fn`` must be importable by name (defined at the top level of a module such as
       ``helpers``): the ``spawn`` start method pickles it by reference, so a function
       defined in a notebook cannot reach the workers (``ValueError``).
-    - ``port=None`` picks a free port; a given port that is taken raises
-      :class:`PortInUseError` before any process starts.
+    - ``port=None`` picks a free port, and picks another (up to :data:`PORT_ATTEMPTS` times in
+      all) if that port is taken before the rendezvous store binds it; a given port that is
+      taken raises :class:`PortInUseError` before any process starts.
     - If a worker raises, or exits without a result, :class:`WorkerError` is raised here
       with its rank, exception type, message and traceback, and every other worker is
       terminated at once (they may be blocked in a collective waiting for it).
@@ -533,13 +538,32 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence[Any] = (), *,
             f"{getattr(fn, '__qualname__', fn)!r} cannot be sent to spawned workers: define it at "
             "the top level of an importable module (for example in helpers/), not in a notebook "
             "or inside another function")
-    if port is None:
-        port = free_port()
-    else:
+    if port is not None:
         _check_port(port)
+        return _launch_once(fn, world_size, tuple(args), port, timeout)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            return _launch_once(fn, world_size, tuple(args), free_port(), timeout)
+        except WorkerError as e:
+            # a port that was free when picked can be taken before rank 0's store binds it
+            # (often by one of gloo's own connections, which use ephemeral ports): pick again
+            if attempt == PORT_ATTEMPTS or not _lost_port_race(e):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _lost_port_race(error: Exception) -> bool:
+    """The worker error is the rendezvous store failing to bind its port (EADDRINUSE)."""
+    text = str(error).lower()
+    return "eaddrinuse" in text or "address already in use" in text
+
+
+def _launch_once(fn: Callable, world_size: int, args: tuple, port: int,
+                 timeout: float) -> LaunchResults:
+    """One run of :func:`launch` on ``port`` (arguments already checked)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(rank, world_size, port, fn, tuple(args), results,
+    procs = [ctx.Process(target=_worker, args=(rank, world_size, port, fn, args, results,
                                                timeout), daemon=True)
              for rank in range(world_size)]
     deadline = time.monotonic() + timeout

@@ -11,3 +11,13 @@ def exiting_worker(rank: int, world_size: int, wait: float = 60.0) -> int:
         os._exit(3)
     time.sleep(wait)
     return rank
+
+
+def rank_sum_worker(rank: int, world_size: int) -> dict:
+    """Every rank all-reduces its own rank number: the group works when each sees the sum."""
+    import torch
+    import torch.distributed as dist
+
+    total = torch.tensor([float(rank)])
+    dist.all_reduce(total)
+    return {"rank": rank, "sum": float(total)}

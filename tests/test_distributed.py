@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from dist_workers import exiting_worker
+from dist_workers import exiting_worker, rank_sum_worker
 
 from helpers import distributed as D
 
@@ -292,3 +292,29 @@ def test_resnet50_layout_matches_torchvision_count():
     layout = D.resnet50_layout()
     assert layout["parameters"] == 25_557_032  # torchvision's ResNet50_Weights num_params
     assert len(layout["bn_channels"]) == 53 and layout["bn_channels"][-1] == 2048
+
+
+def test_launch_picks_another_port_when_the_picked_one_is_taken(monkeypatch):
+    """A port free when picked can be taken before rank 0's store binds it; launch must then
+    pick another (the race that an ephemeral port of another connection can cause)."""
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks = [taken.getsockname()[1]]
+    real_free_port = D.free_port
+
+    def first_the_taken_port():
+        picks.append(real_free_port())
+        return picks.pop(0)
+
+    monkeypatch.setattr(D, "free_port", first_the_taken_port)
+    try:
+        results = D.launch(rank_sum_worker, 2, timeout=120)
+    finally:
+        taken.close()
+    assert results == [{"rank": 0, "sum": 1.0}, {"rank": 1, "sum": 1.0}]
+    assert results.exitcodes == [0, 0] and len(picks) == 1  # two picks: the taken port, then a free one
+    # and a run whose failure is not a lost port race is not repeated
+    monkeypatch.setattr(D, "free_port", real_free_port)
+    with pytest.raises(D.WorkerError, match="rank 1 failed on purpose"):
+        D.launch(D.failing_worker, 2, timeout=120)
