@@ -408,16 +408,20 @@ def norm_input_rms(model: TinyTransformer, idx: Tensor) -> list[float]:
 
     Lessons 05, 06."""
     found: list[float] = []
-    hooks = [norm.register_forward_pre_hook(
+    _forward_with_hooks(model, idx, [norm.register_forward_pre_hook(
         lambda _m, args: found.append(float(args[0].detach().pow(2).mean().sqrt())))
-        for block in model.blocks for norm in (block.norm1, block.norm2)]
+        for block in model.blocks for norm in (block.norm1, block.norm2)])
+    return found
+
+
+def _forward_with_hooks(model: nn.Module, idx: Tensor, hooks: list) -> None:
+    """Run ``model(idx)`` without gradients, then remove ``hooks`` (also if it raises)."""
     try:
         with torch.no_grad():
             model(idx)
     finally:
         for h in hooks:
             h.remove()
-    return found
 
 
 # ===================================================================================
@@ -655,12 +659,7 @@ def module_order(model: nn.Module, idx: Tensor, block: int = 0) -> list[str]:
     if getattr(model, "final_norm", None) is not None:
         hooks.append(model.final_norm.register_forward_hook(
             lambda *_a: order.append("final_norm")))
-    try:
-        with torch.no_grad():
-            model(idx)
-    finally:
-        for hk in hooks:
-            hk.remove()
+    _forward_with_hooks(model, idx, hooks)
     return order
 
 
