@@ -753,12 +753,7 @@ def layer_norm_samples(model: nn.Module, idx: Tensor) -> list[tuple[str, Tensor,
 
     hooks = [m.register_forward_pre_hook(hook(n)) for n, m in model.named_modules()
              if n.startswith("blocks.") and isinstance(m, (nn.LayerNorm, course_norms.LayerNorm))]
-    try:
-        with torch.no_grad():
-            model(idx)
-    finally:
-        for h in hooks:
-            h.remove()
+    _forward_with_hooks(model, idx, hooks)
     return found
 
 
