@@ -17,11 +17,14 @@ STAMP := $(VENV)/.installed
 # pytest workers for `make test` (override: make test JOBS=1)
 JOBS ?= 2
 
-.PHONY: lab test test-cpu-path test-fast test-resolve bench bench-norms execute flashcards export \
+.PHONY: lab student restore test test-cpu-path test-fast test-resolve bench bench-norms execute flashcards export \
 	slides test-exports test-browser check-python clean help
 
 help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
+	@echo "make lab LANG=zh  the same in one language (LANG=en or LANG=zh)"
+	@echo "make student  the student edition: outputs cleared, solutions removed, answers folded (build/student/)"
+	@echo "make restore LESSON=01  put back a lesson JupyterLab saved over (EDITION=zh|en for the copies)"
 	@echo "make test     run every test: helpers unit tests + strict nbval over all notebooks"
 	@echo "make test-cpu-path  strict nbval over every lesson on torch's scalar CPU code path (CPU_PATH=avx2 for AVX2)"
 	@echo "make bench    execute each notebook and print its wall time"
@@ -53,13 +56,37 @@ $(STAMP): requirements.txt constraints-cuda.txt pyproject.toml | check-python
 	$(if $(TORCH_INDEX),$(PIP_INSTALL) $(TORCH_PIN) --index-url $(TORCH_INDEX))
 	$(PIP_INSTALL) -r requirements.txt
 	$(PIP_INSTALL) -e .
+	$(PY) -m tools.lab_setup
 	touch $(STAMP)
 
 # (--allow-root only when run as root, as in containers: JupyterLab refuses root otherwise)
 LAB_FLAGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# make lab: the bilingual lessons (notebooks/). make lab LANG=zh (or LANG=en): that language's
+# copies in build/zh (build/en), made from the lessons without Node.js; a copy you have changed
+# is kept (make restore LESSON=NN EDITION=zh puts the course's back). LANG counts only on the
+# command line: the shell's locale variable of the same name is ignored.
+LAB_LANG := $(if $(filter command line,$(origin LANG)),$(LANG),)
+ifneq ($(filter-out en zh,$(LAB_LANG)),)
+$(error LANG=$(LAB_LANG): the course has the editions LANG=en and LANG=zh, or both languages without LANG)
+endif
+LAB_START := $(if $(LAB_LANG),build/$(LAB_LANG),notebooks)/00_introduction.ipynb
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_FLAGS) notebooks/00_introduction.ipynb
+	$(if $(LAB_LANG),$(PY) -m tools.export notebooks --lang $(LAB_LANG) --keep-edited)
+	$(PY) -m tools.lab_setup
+	$(VENV)/bin/jupyter lab --notebook-dir=. $(LAB_FLAGS) $(LAB_START)
+
+# the student edition (build/student/{en,zh,bilingual}): outputs cleared, model solutions
+# removed, answers folded away until clicked
+student: $(STAMP)
+	$(PY) -m tools.student $(if $(LESSONS),--lessons $(LESSONS),)
+
+# put back a lesson JupyterLab has saved over (your version goes to build/backup/)
+EDITION ?= bilingual
+restore: $(STAMP)
+	@[ -n "$(LESSON)" ] || { echo "name the lesson: make restore LESSON=01 (EDITION=zh for build/zh; LESSON=all for every lesson)" >&2; exit 1; }
+	$(PY) -m tools.restore $(if $(filter all,$(LESSON)),--all,$(LESSON)) --edition $(EDITION)
 
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval --nbval-current-env \

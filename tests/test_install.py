@@ -185,6 +185,7 @@ def test_readme_commands_are_the_makefile_recipe():
         "python3 -m venv .venv",
         ".venv/bin/python -m pip install -r requirements.txt",
         ".venv/bin/python -m pip install -e .",
+        ".venv/bin/python -m tools.lab_setup",
         ".venv/bin/jupyter lab",
     ]
     assert make_install_recipe() == readme[:-1]

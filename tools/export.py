@@ -23,7 +23,9 @@ import argparse
 import copy
 import dataclasses
 import filecmp
+import hashlib
 import html
+import json
 import pathlib
 import re
 import shutil
@@ -129,19 +131,40 @@ def lesson_title(nb: nbformat.NotebookNode) -> str:
     return ""
 
 
-def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib.Path = BUILD) -> list[pathlib.Path]:
+MANIFEST = ".exported.json"  # what export_notebooks last wrote into a language folder
+
+
+def _digest(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib.Path = BUILD,
+                     keep_edited: bool = False) -> list[pathlib.Path]:
     """Write ``out/<lang>/<lesson>.ipynb`` for every language and lesson, and copy the images
-    the lessons embed (``../images/...``) to ``out/images``. Returns the written paths."""
+    the lessons embed (``../images/...``) to ``out/images``. Returns the written paths.
+
+    With ``keep_edited`` (``make lab LANG=..``, where learners work in these copies), a copy
+    that differs from what the last export wrote there (recorded in ``out/<lang>/.exported.json``)
+    holds the learner's work: it is kept, not overwritten, and said so
+    (``python -m tools.restore`` replaces it, keeping a backup)."""
     written = []
     for lang in langs:
         folder = out / lang
         folder.mkdir(parents=True, exist_ok=True)
+        manifest_path = folder / MANIFEST
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
         for path in lessons:
-            nb = single_language(nbformat.read(path, as_version=4), lang)
             target = folder / path.name
+            if keep_edited and target.exists() and manifest.get(path.name) != _digest(target):
+                _log(f"[notebooks] {target.relative_to(out.parent)}  kept: it has your changes "
+                     f"(python -m tools.restore {path.stem[:2]} --edition {lang} replaces it)")
+                continue
+            nb = single_language(nbformat.read(path, as_version=4), lang)
             nbformat.write(nb, target)
+            manifest[path.name] = _digest(target)
             written.append(target)
             _log(f"[notebooks] {target.relative_to(out.parent)}  ({len(nb.cells)} cells)")
+        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     _copy_tree(IMAGES, out / "images")
     return written
 
@@ -394,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lessons", nargs="*", default=None, metavar="NN",
                         help="lesson prefixes, e.g. 01 05 (default: all)")
     parser.add_argument("--out", type=pathlib.Path, default=BUILD)
+    parser.add_argument("--keep-edited", action="store_true",
+                        help="notebooks: keep a copy that holds the learner's changes")
     args = parser.parse_args(argv)
     try:
         lessons = lesson_paths(args.lessons)
@@ -403,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     start = time.perf_counter()
     if "notebooks" in what:
-        export_notebooks(args.lang, lessons, out)
+        export_notebooks(args.lang, lessons, out, keep_edited=args.keep_edited)
     for kind in ("html", "slides"):
         if kind in what:
             export_pages(kind, args.lang, lessons, out)

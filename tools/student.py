@@ -1,0 +1,162 @@
+"""The student edition: every lesson as a teacher hands it out, with nothing to copy from.
+
+``make student`` (``python -m tools.student``) writes ``build/student/<edition>/NN_x.ipynb``
+for the editions ``en``, ``zh`` (one language, as :mod:`tools.export` makes them) and
+``bilingual`` (both languages, as in ``notebooks/``), and copies the figures the lessons embed
+to ``build/student/images``. In every lesson of the student edition
+
+* **outputs are cleared**: no output, no execution count, no saved widget state; the learner
+  runs every cell;
+* **model solutions are removed**: a code cell whose first line starts with
+  ``# model solution`` is replaced by an empty code cell for the learner's own solution (a
+  code cell hidden in the full edition, ``metadata.jupyter.source_hidden``, must be one: any
+  other hidden cell is an error, so that no cell is lost silently);
+* **answers are hidden until asked**: the answer of every interview question (cells tagged
+  ``question``: a bold question, then the answer) and every written answer to an exercise or
+  a "predict" question (a paragraph that starts with ``**Answer``/``*Answer`` or
+  ``**上面问题的答案``/``*答案``, to the end of its cell) is folded into a ``<details>``
+  block: JupyterLab, the classic notebook and GitHub show "Answer · 答案" and open it on a
+  click. Answers already in a ``<details>`` block stay as they are.
+
+The full edition stays in ``notebooks/``; the lessons' own text does not change.
+
+    python -m tools.student                    # every lesson, every edition
+    python -m tools.student --lessons 01 02 --editions zh
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import pathlib
+import re
+import shutil
+import sys
+
+import nbformat
+
+from .course import BUILD, IMAGES
+from .export import LANG_TAGS, lesson_paths, single_language
+
+EDITIONS = ("en", "zh", "bilingual")
+STUDENT = BUILD / "student"
+
+SOLUTION_MARK = "# model solution"
+# the learner's empty cell that takes a model solution's place, per edition
+YOUR_SOLUTION = {
+    "en": "# your solution (the model solution is in the full edition of the course)\n",
+    "zh": "# 在这里写你的解答（参考答案在课程的完整版中）\n",
+    "bilingual": "# your solution · 在这里写你的解答\n",
+}
+SUMMARY = {"lang-en": "Answer", "lang-zh": "答案"}
+# the first paragraph of a written answer (the rest of its cell is the answer too)
+_ANSWER_START = re.compile(r"^\s*(\*\*Answer|\*Answer|\*\*上面问题的答案|\*\*答案|\*答案)")
+_QUESTION = re.compile(r"^(?P<front>\s*\*\*.+?\*\*)[ \t]*(?:\n[ \t]*\n|\n)(?P<back>.*\S.*)\Z", re.S)
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
+def _details(summary: str, body: str) -> str:
+    # blank lines around the body: markdown inside an HTML block is rendered only then
+    return f"<details><summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
+
+
+def _language_tag(cell: nbformat.NotebookNode) -> str:
+    tags = [t for t in cell.metadata.get("tags", []) if t in SUMMARY]
+    if len(tags) != 1:
+        raise ValueError("a markdown cell needs exactly one of the tags lang-en, lang-zh")
+    return tags[0]
+
+
+def hide_answers(cell: nbformat.NotebookNode) -> str:
+    """The source of markdown ``cell`` with its answer folded into ``<details>`` (see the
+    module docstring); the source unchanged if it holds no answer outside ``<details>``.
+    Raises ``ValueError`` for a question cell that is not a bold question and an answer."""
+    source = cell.source
+    tags = cell.metadata.get("tags", [])
+    if "question" in tags:
+        match = _QUESTION.match(source)
+        if match is None:
+            raise ValueError(f"a question cell must be a bold question, then its answer: {source[:80]!r}")
+        return match["front"] + "\n\n" + _details(SUMMARY[_language_tag(cell)], match["back"])
+    paragraphs = _PARAGRAPH_BREAK.split(source)
+    for i, paragraph in enumerate(paragraphs):
+        if _ANSWER_START.match(paragraph):
+            body = "\n\n".join(paragraphs[i:])
+            if "<details>" in body:
+                raise ValueError(f"an answer paragraph mixed with a <details> block: {paragraph[:80]!r}")
+            summary = SUMMARY[_language_tag(cell)]
+            return "\n\n".join(paragraphs[:i] + [_details(summary, body)])
+    return source
+
+
+def is_model_solution(cell: nbformat.NotebookNode) -> bool:
+    """Whether ``cell`` is a model solution: a code cell whose first line starts with
+    ``# model solution``. Raises ``ValueError`` for a code cell hidden in the full edition
+    (``metadata.jupyter.source_hidden``) that does not say it is one."""
+    if cell.cell_type != "code":
+        return False
+    if cell.source.lstrip().startswith(SOLUTION_MARK):
+        return True
+    if cell.metadata.get("jupyter", {}).get("source_hidden"):
+        raise ValueError(f"a code cell with hidden source must start with {SOLUTION_MARK!r}: "
+                         f"{cell.source[:80]!r}")
+    return False
+
+
+def student_notebook(nb: nbformat.NotebookNode, edition: str) -> nbformat.NotebookNode:
+    """The student edition of the bilingual lesson ``nb`` (``edition``: en, zh or bilingual)."""
+    if edition not in EDITIONS:
+        raise ValueError(f"unknown edition {edition!r}; choose from {', '.join(EDITIONS)}")
+    out = single_language(nb, edition) if edition in LANG_TAGS else copy.deepcopy(nb)
+    out.metadata.pop("widgets", None)
+    cells = []
+    for cell in out.cells:
+        if is_model_solution(cell):
+            cell = nbformat.v4.new_code_cell(YOUR_SOLUTION[edition], id=cell.get("id"))
+        elif cell.cell_type == "markdown":
+            cell.source = hide_answers(cell)
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+            cell.metadata.pop("jupyter", None)
+        cells.append(cell)
+    out.cells = cells
+    return out
+
+
+def export_student(editions: list[str], lessons: list[pathlib.Path],
+                   out: pathlib.Path = STUDENT) -> list[pathlib.Path]:
+    """Write ``out/<edition>/<lesson>.ipynb`` for every edition and lesson, and copy the
+    lessons' images to ``out/images``. Returns the written paths."""
+    written = []
+    for edition in editions:
+        folder = out / edition
+        folder.mkdir(parents=True, exist_ok=True)
+        for path in lessons:
+            nb = student_notebook(nbformat.read(path, as_version=4), edition)
+            target = folder / path.name
+            nbformat.write(nb, target)
+            written.append(target)
+            print(f"[student] {target.relative_to(out.parent.parent)}  ({len(nb.cells)} cells)", flush=True)
+    if IMAGES.is_dir():
+        shutil.copytree(IMAGES, out / "images", dirs_exist_ok=True)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--editions", nargs="+", default=list(EDITIONS), choices=EDITIONS)
+    parser.add_argument("--lessons", nargs="*", default=None, metavar="NN",
+                        help="lesson prefixes, e.g. 01 05 (default: all)")
+    parser.add_argument("--out", type=pathlib.Path, default=STUDENT)
+    args = parser.parse_args(argv)
+    try:
+        lessons = lesson_paths(args.lessons)
+    except ValueError as err:
+        parser.error(str(err))
+    export_student(args.editions, lessons, args.out.resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
