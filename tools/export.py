@@ -240,6 +240,18 @@ def _for_static_page(nb: nbformat.NotebookNode, suffix: str) -> nbformat.Noteboo
     return nb
 
 
+def _with_speaker_notes(nb: nbformat.NotebookNode, source: nbformat.NotebookNode, lang: str,
+                        path: pathlib.Path) -> nbformat.NotebookNode:
+    """``nb`` with the lesson's speaker notes (``docs/speaker_notes``, :mod:`tools.speaker_notes`);
+    ``nb`` unchanged, with a message, when the lesson has none."""
+    from . import speaker_notes
+
+    if not speaker_notes.notes_path(path).exists():
+        _log(f"[slides] {path.stem}: no speaker notes ({speaker_notes.notes_path(path).relative_to(ROOT)})")
+        return nb
+    return speaker_notes.with_notes(nb, source, lang, speaker_notes.load(path))
+
+
 def _exporter(kind: str, lang: str):
     from nbconvert import HTMLExporter, SlidesExporter
 
@@ -282,7 +294,10 @@ def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: 
         for path in lessons:
             start = time.perf_counter()
             source = nbformat.read(path, as_version=4)
-            nb = _for_static_page(single_language(source, lang), ".html" if kind == "html" else ".slides.html")
+            nb = single_language(source, lang)
+            if kind == "slides":  # the presenter's notes, in reveal.js's speaker view (S)
+                nb = _with_speaker_notes(nb, source, lang, path)
+            nb = _for_static_page(nb, ".html" if kind == "html" else ".slides.html")
             i = all_lessons.index(path)
             neighbours = {}
             for key, j in (("prev", i - 1), ("next", i + 1)):
