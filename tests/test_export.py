@@ -193,3 +193,40 @@ def test_course_map_is_lesson_00s_table():
 def test_export_pages_rejects_unknown_kind(tmp_path):
     with pytest.raises(ValueError, match="kind must be 'html' or 'slides'"):
         export.export_pages("pdf", ["en"], [LESSON], out=tmp_path)
+
+
+def test_index_links_lesson_00_in_both_course_maps(tmp_path, fake_modules):
+    """Lesson 00's own course map does not link lesson 00; the index's maps do."""
+    intro = export.lesson_paths(["00"])
+    export.export_pages("html", ["en", "zh"], intro, out=tmp_path, modules=fake_modules)
+    maps = (tmp_path / "html" / "index.html").read_text(encoding="utf-8").split('<table class="course-pages">')[0]
+    assert maps.count('href="en/00_introduction.html"') == 1
+    assert maps.count('href="zh/00_introduction.html"') == 1
+    assert '>Introduction</a>: why normalise' in maps and ">导论</a>：为什么要归一化" in maps
+    table = "| # | topic |\n|---|---|\n| 00 | Intro: why | x |\n| 01 | [BN](01_batch_norm.ipynb) | y |"
+    assert export._link_every_lesson(table).splitlines()[2:] == [
+        "| 00 | [Intro](00_introduction.ipynb): why | x |", "| 01 | [BN](01_batch_norm.ipynb) | y |"]
+
+
+def test_html_pages_have_contents_and_a_nav_bar(exported):
+    out, pages = exported
+    for page, label in zip(pages["html"], ("Contents", "本课目录")):
+        text = page.read_text(encoding="utf-8")
+        assert text.count('<ol class="course-toc">') == 2  # the side column and the nav bar's menu
+        assert f"<summary>{label}</summary>" in text and "course-toc-side" in text
+        assert text.count("<nav ") == 2 and text.count("course-nav-end") == 1  # top (sticky), end
+
+
+def test_slides_carry_the_speaker_notes(exported):
+    """Each section's notes in its language's deck (docs/speaker_notes/, tools/speaker_notes.py)."""
+    from tools import speaker_notes
+
+    out, pages = exported
+    notes = speaker_notes.load(LESSON)
+    for page, lang in zip(pages["slides"], ("en", "zh")):
+        text = page.read_text(encoding="utf-8")
+        assert text.count('<aside class="notes">') == len(notes)
+        label = speaker_notes.TIME_LABEL[lang].format(notes[0].minutes)
+        assert label in text
+        other = speaker_notes.TIME_LABEL["zh" if lang == "en" else "en"].format(notes[0].minutes)
+        assert other not in text

@@ -311,6 +311,7 @@ def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: 
                     "index": "../index.html",
                     "index_label": LANGUAGES[lang].index_label,
                     "nav_label": LANGUAGES[lang].nav_label,
+                    "toc_label": {"en": "Contents", "zh": "本课目录"}[lang],
                     "other_lang": LANGUAGES[other].html_lang,
                     "other_href": f"../{other}/{_page_name(path, kind)}",
                     "other_label": LANGUAGES[other].switch_label,
@@ -347,6 +348,22 @@ def course_map(lang: str) -> str:
     raise ValueError(f"lesson 00 ({lang}) has no course-map table")
 
 
+def _link_every_lesson(table: str) -> str:
+    """The course-map ``table`` with a link in every lesson's row: lesson 00's own map does
+    not link lesson 00, so its title (the topic up to the first colon) becomes the link."""
+    stems = {p.stem[:2]: p.stem for p in lesson_paths()}
+    lines = []
+    for line in table.splitlines():
+        cells = line.split("|")
+        number = cells[1].strip() if len(cells) > 3 else ""
+        if number in stems and not _LESSON_LINK.search(line):
+            title, colon, rest = (re.split(r"([:：])", cells[2].strip(), maxsplit=1) + ["", ""])[:3]
+            cells[2] = f" [{title.strip()}]({stems[number]}.ipynb){colon}{rest} "
+            line = "|".join(cells)
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _course_map_html(root: pathlib.Path, kind: str, lang: str) -> str:
     """:func:`course_map` as HTML, its lesson links pointing to the pages under ``root`` (a
     lesson not exported keeps its name as plain text)."""
@@ -356,7 +373,7 @@ def _course_map_html(root: pathlib.Path, kind: str, lang: str) -> str:
         page = f"{lang}/{_page_name(pathlib.Path(m.group(1)), kind)}"
         return f"]({page})" if (root / page).exists() else "]()"
 
-    table = _LESSON_LINK.sub(link, course_map(lang))
+    table = _LESSON_LINK.sub(link, _link_every_lesson(course_map(lang)))
     html_table = mistune.create_markdown(plugins=["table"])(table)
     return re.sub(r'<a href="">(.*?)</a>', r"\1", html_table)
 
