@@ -128,3 +128,10 @@ def test_export_writes_every_edition(tmp_path):
     nb = nbformat.read(written[1], as_version=4)
     assert nb.metadata["language"] == "zh"
     assert not any("lang-en" in c.metadata.get("tags", []) for c in nb.cells)
+
+
+def test_model_solutions_are_collapsed_in_the_full_edition(lesson):
+    """A learner scrolling through a lesson does not read the solution by accident."""
+    for cell in lesson.cells:
+        if cell.cell_type == "code" and cell.source.startswith("# model solution"):
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, cell.source[:60]
