@@ -31,6 +31,8 @@ Usage::
     python -m helpers.bench_norms --threads 2 --repeats 31
     python -m helpers.bench_norms --rows 64 --cols 32 --repeats 3   # a quick smoke test
     python -m helpers.bench_norms --compile          # add torch.compile'd versions (slow to compile)
+    OMP_NUM_THREADS=1 python -m helpers.bench_norms --record --repeats 31
+        # every timing of lesson 07, written to results/norm_costs.<CPU path>.json
 
 Timings depend on the machine and on what else it runs; read them as one measurement.
 """
@@ -60,7 +62,10 @@ __all__ = ["FLOPS_PER_ELEMENT", "GROUPS", "CLOCKS", "OpTraffic", "Row", "tensor_
            "passes", "naive_moments", "two_pass_moments", "merge_moments", "welford_moments",
            "sequential_sum", "minor_faults", "parse_size", "cache_sizes", "tiled_layer_norm", "tiled_rms_norm",
            "implementations", "measure", "format_table", "copy_bandwidth", "matmul_gflops",
-           "roofline", "main"]
+           "roofline", "RECORD_NAME", "SWEEP_SIZES", "CLONE_NUMEL", "FOLD_SHAPE",
+           "clone_against_copy", "group_norm_layouts", "fold_setup", "fold_timings",
+           "record_measurements", "recorded", "section", "table_rows", "predicted_seconds",
+           "provenance", "main"]
 
 #: Floating-point operations per element, the model used for arithmetic intensity (per-row
 #: or per-channel work such as a square root is negligible next to it):
@@ -658,6 +663,208 @@ def roofline(intensity, peak_gflops: float, bandwidth: float):
 
 
 # --------------------------------------------------------------------------------------
+# the lesson's measurements, recorded with their provenance (``--record``)
+# --------------------------------------------------------------------------------------
+#: Name of the results file: ``results/norm_costs.<CPU path>.json`` (:mod:`helpers.results`).
+RECORD_NAME = "norm_costs"
+
+#: Bytes of the copied tensor in the bandwidth sweep of lesson 07, section 3: 256 KiB to 256 MiB.
+SWEEP_SIZES = (2**18, 2**20, 2**22, 2**24, 2**26, 2**28)
+
+#: float32 values of the tensor that ``x.clone()`` and ``y.copy_(x)`` copy (64 MiB).
+CLONE_NUMEL = 2**24
+
+#: Input of the convolution whose BatchNorm is folded: 16 images, 16 channels, 64 x 64.
+FOLD_SHAPE = (16, 16, 64, 64)
+
+
+def _clock_for(clock: str | None) -> str:
+    return clock or default_clock("cpu")
+
+
+def clone_against_copy(numel: int | None = None, repeats: int = 5, warmup: int = 2,
+                       clock: str | None = None) -> dict[str, tuple[float, float]]:
+    """``x.clone()`` against ``y.copy_(x)`` (``y`` allocated once) for a float32 tensor of
+    ``numel`` values (default :data:`CLONE_NUMEL`, 64 MiB): ``name -> (median seconds,
+    mean minor page faults per call)``. The same bytes are copied; the clone also pays for
+    mapping a fresh destination whenever the allocator takes it from the operating system.
+
+    Lesson 07."""
+    big = torch.ones(numel or CLONE_NUMEL)
+    dest = torch.empty_like(big)
+    faults: dict[str, list[int]] = {}
+    times = time_calls({"x.clone()": big.clone, "y.copy_(x)": lambda: dest.copy_(big)},
+                       repeats=repeats, warmup=warmup, clock=_clock_for(clock), faults=faults)
+    return {name: (median(ts), statistics.fmean(faults[name])) for name, ts in times.items()}
+
+
+def group_norm_layouts(x: Tensor, repeats: int = 11, warmup: int = 2,
+                       clock: str | None = None) -> dict[str, float]:
+    """Median seconds of ``F.group_norm`` with :data:`GROUPS` groups on the same bytes in two
+    layouts, the 2-D ``(rows, cols)`` tensor ``x`` (H x W = 1) and ``x.view(rows // cols,
+    cols, cols)`` (H x W = cols; needs ``rows`` a multiple of ``cols``), and of
+    ``F.layer_norm`` on ``x``. Keys as printed in lesson 07, section 4.
+
+    Lesson 07."""
+    rows, d = x.shape
+    if rows % d:
+        raise ValueError(f"need rows a multiple of cols to view x as (rows/cols, cols, cols), "
+                         f"got {rows} x {d}")
+    g = torch.Generator(device="cpu").manual_seed(0)
+    w, b = torch.rand(d, generator=g) + 0.5, torch.rand(d, generator=g) - 0.5
+    layouts = {
+        f"({rows}, {d}): H x W = 1, {d // GROUPS} values per group": x,
+        f"({rows // d}, {d}, {d}): H x W = {d}, {d * d // GROUPS} per group": x.view(rows // d, d, d),
+    }
+    calls = {f"group_norm {k}": (lambda t=t: F.group_norm(t, GROUPS, w, b))
+             for k, t in layouts.items()}
+    calls[f"layer_norm ({rows}, {d})"] = lambda: F.layer_norm(x, (d,), w, b)
+    times = time_calls(calls, repeats=repeats, warmup=warmup, clock=_clock_for(clock))
+    return {name: median(ts) for name, ts in times.items()}
+
+
+def fold_setup(shape: Sequence[int] | None = None, seed: int = 0):
+    """The convolution and BatchNorm of lesson 07, section 7: a 3 x 3 convolution from
+    ``shape[1]`` to ``2 * shape[1]`` channels followed by an evaluation-mode BatchNorm with
+    random running statistics and affine parameters, the folded convolution
+    (:func:`helpers.fold.fold_batch_norm`) and N(0, 1) images of ``shape`` (default
+    :data:`FOLD_SHAPE`). Returns ``(conv, bn, folded, images)``.
+
+    Lesson 07."""
+    from .fold import fold_batch_norm
+
+    shape = tuple(shape or FOLD_SHAPE)
+    torch.manual_seed(seed)
+    c = shape[1]
+    conv, bn = torch.nn.Conv2d(c, 2 * c, 3, padding=1), torch.nn.BatchNorm2d(2 * c)
+    with torch.no_grad():
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-0.5, 0.5)
+    bn.eval()
+    return conv, bn, fold_batch_norm(conv, bn), torch.randn(shape)
+
+
+def fold_timings(conv, bn, folded, images: Tensor, repeats: int = 15, warmup: int = 2,
+                 clock: str | None = None) -> dict[str, float]:
+    """Median seconds (no autograd) of the convolution, the convolution followed by the
+    BatchNorm, the folded convolution, and the BatchNorm alone on the convolution's output.
+
+    Lesson 07."""
+    with torch.no_grad():
+        z = conv(images)
+        times = time_calls({"conv": lambda: conv(images), "conv + BatchNorm": lambda: bn(conv(images)),
+                            "folded conv": lambda: folded(images), "BatchNorm alone": lambda: bn(z)},
+                           repeats=repeats, warmup=warmup, clock=_clock_for(clock))
+    return {name: median(ts) for name, ts in times.items()}
+
+
+def record_measurements(rows: int = 4096, cols: int = 1024, repeats: int = 31, warmup: int = 3,
+                        sweep_repeats: int = 11, matmul_n: int = 512,
+                        seed: int = 0) -> list[dict]:
+    """Every timing of lesson 07 on one CPU thread (thread CPU time, medians of ``repeats``
+    rounds taken in turn after ``warmup`` rounds), as flat rows for :mod:`helpers.results`,
+    each with a ``section``:
+
+    - ``"table"``: one row per implementation of :func:`measure` (median and fastest time,
+      GB/s, fraction of the copy, passes, ATen operations, faults per call);
+    - ``"copy_sweep"``: :func:`copy_bandwidth` for each of :data:`SWEEP_SIZES` (``bytes``,
+      ``gbs``), and ``"matmul"``: :func:`matmul_gflops` of a ``matmul_n`` square product;
+    - ``"clone_vs_copy"``: :func:`clone_against_copy` (``seconds``, ``faults``);
+    - ``"group_norm_layout"``: :func:`group_norm_layouts` on the table's tensor;
+    - ``"fold"``: :func:`fold_timings` on :func:`fold_setup`.
+
+    The thread count is set to 1 for the measurement and restored afterwards.
+
+    Lesson 07."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out: list[dict] = []
+        for r in measure(rows, cols, threads=1, repeats=repeats, warmup=warmup, seed=seed):
+            out.append({"section": "table", "name": r.name, "kind": r.kind, "seconds": r.seconds,
+                        "min_seconds": r.min_seconds, "gbs": r.gbs,
+                        "fraction_of_copy": r.fraction_of_copy, "passes": _json_number(r.passes),
+                        "ops": r.ops, "faults": _json_number(r.faults)})
+        for n in SWEEP_SIZES:
+            out.append({"section": "copy_sweep", "name": f"copy of {n} bytes", "bytes": n,
+                        "gbs": copy_bandwidth(n, repeats=sweep_repeats)})
+        out.append({"section": "matmul", "name": f"float32 matmul {matmul_n} x {matmul_n}",
+                    "n": matmul_n, "gflops": matmul_gflops(matmul_n, repeats=sweep_repeats)})
+        for name, (t, f) in clone_against_copy(repeats=sweep_repeats, warmup=warmup).items():
+            out.append({"section": "clone_vs_copy", "name": name, "bytes": 4 * CLONE_NUMEL,
+                        "seconds": t, "faults": f})
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        x = torch.randn(rows, cols, generator=gen)
+        for name, t in group_norm_layouts(x, repeats=repeats, warmup=warmup).items():
+            out.append({"section": "group_norm_layout", "name": name, "seconds": t})
+        for name, t in fold_timings(*fold_setup(seed=seed), repeats=repeats, warmup=warmup).items():
+            out.append({"section": "fold", "name": name, "seconds": t})
+        return out
+    finally:
+        torch.set_num_threads(previous)
+
+
+def recorded(path: str = "avx2") -> dict:
+    """The recorded run of lesson 07's timings, ``results/norm_costs.<path>.json``, as
+    written by ``python -m helpers.bench_norms --record`` (:mod:`helpers.results`)."""
+    from .results import read_results
+
+    return read_results(RECORD_NAME, path)
+
+
+def section(record: dict, name: str) -> dict[str, dict]:
+    """The rows of one section of a recorded run, keyed by their ``name``, in order."""
+    rows = {r["name"]: r for r in record["rows"] if r["section"] == name}
+    if not rows:
+        raise KeyError(f"the record has no section {name!r}")
+    return rows
+
+
+def table_rows(record: dict) -> list[Row]:
+    """The ``"table"`` section of a recorded run as :class:`Row` objects, for
+    :func:`format_table`."""
+    return [Row(r["name"], r["kind"], r["seconds"], r["min_seconds"], r["gbs"],
+                r["fraction_of_copy"], float("nan") if r["passes"] is None else r["passes"],
+                r["ops"], float("nan") if r["faults"] is None else r["faults"])
+            for r in section(record, "table").values()]
+
+
+def predicted_seconds(rows: Sequence[Row]) -> dict[str, tuple[float, float]]:
+    r"""Each row's time predicted from its passes alone, :math:`t \approx \text{passes}/2
+    \times t_{\text{copy}}` (the copy is the first row), as ``name -> (predicted seconds,
+    measured / predicted)``; rows without a pass count are left out.
+
+    Lesson 07."""
+    copy_s = rows[0].seconds
+    out = {}
+    for r in rows[1:]:
+        if not math.isnan(r.passes):
+            predicted = r.passes / 2 * copy_s
+            out[r.name] = (predicted, r.seconds / predicted)
+    return out
+
+
+def provenance(record: dict) -> str:
+    """Where a recorded run comes from, in two or three lines: the command; torch, CPU
+    path, processor, threads and date; and, when the record has them, the machine's CPU
+    count and load average (the mean number of runnable programs) at the start and end."""
+    lines = [f"recorded by: {record['command']}",
+             f"torch {record['torch']}, {record['cpu_capability']} code path, {record['processor']}, "
+             f"{record['threads']} thread, {record['written']}"]
+    s = record.get("settings", {})
+    if s.get("load_average_before") and s.get("load_average_after"):
+        lines.append(f"machine: {s['cpu_count']} CPUs, load average {s['load_average_before'][0]:.1f} "
+                     f"at the start and {s['load_average_after'][0]:.1f} at the end")
+    return "\n".join(lines)
+
+
+def _json_number(v: float):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+# --------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------
 def _devices(choice: str) -> list[str]:
@@ -682,11 +889,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=21, help="timed rounds (default 21)")
     parser.add_argument("--compile", action="store_true",
                         help="add torch.compile'd LayerNorm and RMSNorm (compiling takes a while)")
+    parser.add_argument("--record", action="store_true",
+                        help="run every timing of lesson 07 on one CPU thread and write them, with "
+                             f"their provenance, to results/{RECORD_NAME}.<CPU path>.json")
     args = parser.parse_args(argv)
     if args.rows < 2 or args.cols < GROUPS or args.cols % GROUPS:
         parser.error(f"need --rows >= 2 and --cols a positive multiple of {GROUPS}")
     if args.repeats < 1 or args.threads < 1:
         parser.error("--repeats and --threads must be positive")
+    if args.record:
+        if args.threads != 1 or args.device == "cuda" or args.dtype != "float32" or args.compile:
+            parser.error("--record times the lesson's float32 CPU measurements on one thread: "
+                         "leave out --threads, --device cuda, --dtype and --compile")
+        if args.rows % args.cols:
+            parser.error("--record needs --rows a multiple of --cols (GroupNorm's second layout)")
+        return _record(args, argv)
     dtype = getattr(torch, args.dtype)
     for device in _devices(args.device):
         rows = measure(args.rows, args.cols, dtype, device, threads=args.threads,
@@ -706,6 +923,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {style:<16} RMSNorm time / LayerNorm time = {ratio:5.2f}  "
                   f"({1 - ratio:+.0%} time saved)")
         print()
+    return 0
+
+
+def _record(args, argv: list[str] | None) -> int:
+    from .results import write_results
+
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
+    torch.set_num_threads(1)
+    rows = record_measurements(args.rows, args.cols, repeats=args.repeats)
+    load_after = os.getloadavg() if hasattr(os, "getloadavg") else None
+    target = write_results(
+        RECORD_NAME, rows, seeds=[0], argv=sys.argv[1:] if argv is None else argv,
+        module="helpers.bench_norms", tokens=args.rows, features=args.cols, dtype="float32",
+        repeats=args.repeats, warmup=3, sweep_repeats=11, clock="thread CPU time (time.thread_time)",
+        omp_num_threads=os.environ.get("OMP_NUM_THREADS"), cpu_count=os.cpu_count(),
+        caches=cache_sizes(),
+        load_average_before=load_before, load_average_after=load_after,
+        note="one run on one machine, which other programs shared; thread CPU time leaves out "
+             "the time given to them, not their use of the caches and the memory bus")
+    record = {"rows": rows}
+    print(format_table(table_rows(record), f"{args.rows} x {args.cols} float32, 1 thread, thread "
+                                           f"CPU time, median of {args.repeats}"))
+    for name in ("copy_sweep", "matmul", "clone_vs_copy", "group_norm_layout", "fold"):
+        for key, row in section(record, name).items():
+            values = ", ".join(f"{k} {v:.4g}" for k, v in row.items()
+                               if k not in ("section", "name") and isinstance(v, float))
+            print(f"{name:<18} {key:<52} {values}")
+    print(f"written to {target}")
     return 0
 
 

@@ -4,6 +4,8 @@ references, and the command line on tiny sizes. No test depends on a measured ti
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -343,3 +345,120 @@ def test_cache_sizes_reads_the_sysfs_layout(tmp_path):
     (tmp_path / "uevent").write_text("")  # not an index* entry: ignored
     assert B.cache_sizes(str(tmp_path)) == {"L1d": 48 * 2**10, "L2": 2 * 2**20, "L3": 105 * 2**20}
     assert B.cache_sizes(str(tmp_path / "missing")) == {}
+
+
+# --- the recorded run of lesson 07 (results/norm_costs.<path>.json) --------------------
+def _hand_made_record():
+    """A record as --record writes it, with round numbers: a 2 ms copy of 32 MiB."""
+    table = [
+        ("copy (y.copy_(x))", "copy", 2e-3, 2.0, 0.0),
+        ("torch layer_norm", "layer_norm", 4e-3, 2.0, 0.0),
+        ("torch rms_norm", "rms_norm", 14e-3, 7.0, 4096.0),
+        ("helpers layer_norm", "layer_norm", 30e-3, 12.0, 12288.0),
+    ]
+    rows = [{"section": "table", "name": n, "kind": k, "seconds": t, "min_seconds": t * 0.9,
+             "gbs": 32 * 2**20 / t / 1e9, "fraction_of_copy": 2e-3 / t, "passes": p,
+             "ops": 1, "faults": f} for n, k, t, p, f in table]
+    rows.append({"section": "fold", "name": "conv", "seconds": 0.01})
+    return {"command": "python -m helpers.bench_norms --record", "torch": "2.13.0",
+            "cpu_capability": "AVX2", "processor": "a CPU", "threads": 1, "written": "2026-01-01",
+            "rows": rows}
+
+
+def test_recorded_table_and_predictions_from_a_hand_made_record():
+    record = _hand_made_record()
+    rows = B.table_rows(record)
+    assert [r.name for r in rows][:2] == ["copy (y.copy_(x))", "torch layer_norm"]
+    assert rows[1].fraction_of_copy == pytest.approx(0.5) and rows[1].faults == 0.0
+    text = B.format_table(rows)
+    assert "16.8" in text.splitlines()[1]  # 33.55 MB in 2 ms
+    predicted = B.predicted_seconds(rows)
+    assert set(predicted) == {"torch layer_norm", "torch rms_norm", "helpers layer_norm"}
+    assert predicted["torch layer_norm"] == pytest.approx((2e-3, 2.0))  # 2 passes: one copy
+    assert predicted["torch rms_norm"] == pytest.approx((7e-3, 2.0))  # 3.5 copies, took 7
+    assert predicted["helpers layer_norm"] == pytest.approx((12e-3, 2.5))  # 6 copies, took 15
+    assert B.section(record, "fold") == {"conv": record["rows"][-1]}
+    with pytest.raises(KeyError, match="no section"):
+        B.section(record, "roofline")
+    assert B.provenance(record) == ("recorded by: python -m helpers.bench_norms --record\n"
+                                    "torch 2.13.0, AVX2 code path, a CPU, 1 thread, 2026-01-01")
+    record["settings"] = {"cpu_count": 2, "load_average_before": [3.04, 2.0, 1.0],
+                          "load_average_after": [4.96, 3.0, 2.0]}
+    assert B.provenance(record).splitlines()[2] == ("machine: 2 CPUs, load average 3.0 at the "
+                                                    "start and 5.0 at the end")
+    record["rows"][0]["passes"] = None  # written as null when the hook could not count
+    assert math.isnan(B.table_rows(record)[0].passes)
+
+
+def test_group_norm_layouts_and_fold_setup():
+    x = torch.randn(64, 32)
+    times = B.group_norm_layouts(x, repeats=1, warmup=0, clock="wall")
+    assert list(times) == ["group_norm (64, 32): H x W = 1, 1 values per group",
+                           "group_norm (2, 32, 32): H x W = 32, 32 per group", "layer_norm (64, 32)"]
+    with pytest.raises(ValueError, match="multiple"):
+        B.group_norm_layouts(torch.randn(40, 32), repeats=1)
+    conv, bn, folded, images = B.fold_setup((2, 4, 8, 8))
+    assert images.shape == (2, 4, 8, 8) and conv.out_channels == 8 and not bn.training
+    with torch.no_grad():
+        torch.testing.assert_close(folded(images), bn(conv(images)), rtol=1e-5, atol=1e-5)
+    assert list(B.fold_timings(conv, bn, folded, images, repeats=1, clock="wall")) == [
+        "conv", "conv + BatchNorm", "folded conv", "BatchNorm alone"]
+    clone = B.clone_against_copy(2**10, repeats=1, warmup=0, clock="wall")
+    assert list(clone) == ["x.clone()", "y.copy_(x)"] and clone["y.copy_(x)"][0] > 0
+
+
+def test_record_cli_writes_every_section_with_provenance(tmp_path, monkeypatch, capsys):
+    from helpers import results
+
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(B, "SWEEP_SIZES", (2**12, 2**14))
+    monkeypatch.setattr(B, "CLONE_NUMEL", 2**10)
+    monkeypatch.setattr(B, "FOLD_SHAPE", (2, 4, 8, 8))
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    before = torch.get_num_threads()
+    argv = ["--record", "--rows", "64", "--cols", "32", "--repeats", "2"]
+    assert B.main(argv) == 0
+    assert torch.get_num_threads() == before
+    record = results.read_results(B.RECORD_NAME)
+    assert record["command"] == "python -m helpers.bench_norms " + " ".join(argv)
+    assert record["torch"] == torch.__version__ and record["threads"] == 1
+    assert record["settings"]["tokens"] == 64 and record["settings"]["repeats"] == 2
+    sections = {r["section"] for r in record["rows"]}
+    assert sections == {"table", "copy_sweep", "matmul", "clone_vs_copy", "group_norm_layout", "fold"}
+    table = B.table_rows(record)
+    assert table[0].name == "copy (y.copy_(x))" and len(table) == len(B.implementations(torch.randn(64, 32)))
+    by_name = {r.name: r for r in table}
+    assert by_name["torch rms_norm"].passes == pytest.approx(7.0)  # pow, mean, add_, rsqrt, mul, mul
+    for r in table:
+        assert r.gbs == pytest.approx(2 * 64 * 32 * 4 / r.seconds / 1e9)
+        assert r.fraction_of_copy == pytest.approx(table[0].seconds / r.seconds)
+    assert [r["bytes"] for r in B.section(record, "copy_sweep").values()] == [2**12, 2**14]
+    assert "written to" in capsys.readouterr().out
+    for bad in (["--record", "--threads", "2"], ["--record", "--rows", "48", "--cols", "32"]):
+        with pytest.raises(SystemExit):
+            B.main(bad)
+
+
+def test_committed_record_is_complete_and_consistent():
+    from helpers import results
+
+    records = results.read_all_paths(B.RECORD_NAME)
+    for path, record in records.items():
+        assert record["torch"].startswith("2.13.0") and record["cpu_capability"].lower() == path
+        assert record["threads"] == 1 and record["command"].startswith("python -m helpers.bench_norms --record")
+        table = B.table_rows(record)
+        s = record["settings"]
+        nbytes = 2 * s["tokens"] * s["features"] * 4
+        assert table[0].name == "copy (y.copy_(x))" and table[0].passes == 2.0
+        by_name = {r.name: r for r in table}
+        assert by_name["torch rms_norm"].passes == pytest.approx(7.0)
+        assert by_name["torch layer_norm"].passes == pytest.approx(2.0)
+        for r in table:
+            assert r.min_seconds <= r.seconds
+            assert r.gbs == pytest.approx(nbytes / r.seconds / 1e9)
+            assert r.fraction_of_copy == pytest.approx(table[0].seconds / r.seconds)
+        assert [r["bytes"] for r in B.section(record, "copy_sweep").values()] == list(B.SWEEP_SIZES)
+        assert set(B.section(record, "fold")) == {"conv", "conv + BatchNorm", "folded conv",
+                                                   "BatchNorm alone"}
+        assert len(B.section(record, "group_norm_layout")) == 3
+        assert set(B.section(record, "clone_vs_copy")) == {"x.clone()", "y.copy_(x)"}
