@@ -180,7 +180,10 @@ class MockInterview:
               f"{self.seconds_per_question:g} s each / 模拟面试：{self.n} 道题，"
               f"随机种子 {self.seed}，每题 {self.seconds_per_question:g} 秒")
         for i, q in enumerate(self.selection, 1):
-            print(f"{i}. [lesson {q.lesson} · {self._topic(q)}] {self._lines(q, 'front')[0]}")
+            first, *rest = self._lines(q, "front")
+            print(f"{i}. [lesson {q.lesson} · {self._topic(q)}] {first}")
+            for line in rest:
+                print(f"   {line}")
 
     def ask(self) -> None:
         """Show the next question (without its answer) and start its clock."""
@@ -202,7 +205,9 @@ class MockInterview:
         """Print the answer of the current question (the clock keeps running until grade)."""
         if self._current is None:
             raise RuntimeError("no question asked yet: call ask() first")
-        for line in self._lines(self.selection[self._current], "back"):
+        q = self.selection[self._current]
+        print(f"Answer (its sections are those of lesson {q.lesson}) / 答案（节号指第 {q.lesson} 课）:")
+        for line in self._lines(q, "back"):
             print(line)
 
     def grade(self, ok: bool) -> None:
