@@ -342,6 +342,16 @@ def test_merge_diagnoses(kw, key):
     assert not result.passed and result.mistake == key, result.message
 
 
+def test_merge_with_syncbn_kernel_is_refused():
+    def with_kernel(counts, means, vars_):  # nn.SyncBatchNorm's own merge (a GPU kernel)
+        mean, invstd = torch.batch_norm_gather_stats_with_counts(
+            means, means, (vars_ + 1e-5).rsqrt(), None, None, 0.1, 1e-5, counts)
+        return mean, 1 / invstd ** 2 - 1e-5, None
+
+    r = grade("sync_bn_merge", with_kernel)
+    assert not r.passed and r.mistake == "used_torch_function", r.message
+
+
 # ---------------------------------------------------------------- drill 5 and the others
 def test_calling_torch_group_norm_no_longer_passes_drill_5():
     r = grade("group_norm", lambda x, G, w, b, eps: F.group_norm(x, G, w, b, eps))

@@ -87,3 +87,22 @@ def test_the_reference_parser_can_fail():
     assert _references("（第 10 课第 2 节和第 3 节；第 09 课第 6.1 节）", "zh") == [
         ("10", "2"), ("10", "3"), ("09", "6.1")]
     assert "6.1" in _sections("09") and "99" not in _sections("09")
+
+
+def test_every_drill_is_an_empty_stub_in_the_notebook_and_no_solution_is_shown():
+    from helpers import drills
+
+    cells = json.loads(LESSON_12.read_text(encoding="utf-8"))["cells"]
+    code = [("".join(c["source"]), c) for c in cells if c["cell_type"] == "code"]
+    for name in drills.DRILLS:
+        stubs = [(s, c) for s, c in code
+                 if re.search(rf'drills\.grade\("{name}", my_\w+\)', s)]
+        assert len(stubs) == 1, name
+        source, cell = stubs[0]
+        assert "raise NotImplementedError" in source
+        shown = "".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                        for o in cell["outputs"])
+        assert "not written yet" in shown, name
+    for source, _ in code:  # a solution is printed only on request: never called in the notebook
+        for line in source.splitlines():
+            assert not re.search(r"drills\.(show_)?solution\(", line.split("#")[0]), line

@@ -9,7 +9,8 @@ Two mechanisms, so that neither ``F.batch_norm`` nor a name imported earlier
 - a :class:`torch.overrides.TorchFunctionMode` sees every call of a torch function on
   tensors, whatever name it was reached by, and refuses the normalisation functions
   (``torch.nn.functional.batch_norm``, ``layer_norm``, ``group_norm``, ``instance_norm``,
-  ``rms_norm`` and their ``torch.*`` kernels) and ``Tensor.backward``;
+  ``rms_norm`` and their ``torch.*`` kernels, synchronised BatchNorm's ``torch.batch_norm_*``
+  kernels) and ``Tensor.backward``;
 - :func:`unittest.mock.patch` replaces the entry points that do not pass through that mode
   (``torch.autograd.grad``, ``torch.autograd.backward``, ``torch.func.grad``/``vjp``/...,
   ``torch.autograd.functional.*``, ``torch.nn.utils.fusion.*``) for the duration of the call.
@@ -50,6 +51,11 @@ _FUNCTIONS = {
     torch.native_group_norm: "torch.native_group_norm",
     torch.Tensor.backward: "Tensor.backward()", torch.autograd.grad: "torch.autograd.grad",
 }
+# synchronised BatchNorm's own kernels (what nn.SyncBatchNorm calls on a GPU)
+_FUNCTIONS.update({getattr(torch, name): f"torch.{name}" for name in (
+    "batch_norm_stats", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts",
+    "batch_norm_elemt", "batch_norm_backward_reduce", "batch_norm_backward_elemt")
+    if hasattr(torch, name)})
 _PATCHED = [
     (torch.autograd, "grad"), (torch.autograd, "backward"),
     (torch.autograd.functional, "vjp"), (torch.autograd.functional, "jacobian"),
