@@ -356,6 +356,8 @@ def test_merge_with_syncbn_kernel_is_refused():
 def test_calling_torch_group_norm_no_longer_passes_drill_5():
     r = grade("group_norm", lambda x, G, w, b, eps: F.group_norm(x, G, w, b, eps))
     assert not r.passed and r.mistake == "used_torch_function"
+    assert r.message.startswith("✘ group_norm: not graded, it calls torch.nn.functional.group_norm.")
+    assert "未评分，它调用了 torch.nn.functional.group_norm" in r.message
     r = grade("group_norm", lambda x, G, w, b, eps: nn.functional.group_norm(x, G, w, b, eps))
     assert not r.passed and r.mistake == "used_torch_function"
 

@@ -326,7 +326,11 @@ def run_cases(title: str, fn: Callable, cases: Sequence[Case], reference: Callab
     key = found[0] if found else None
     case, what, _ = next(f for f in failures if key is None or key in f[2])
     names = [f[0].name for f in failures]
-    if n == 1:
+    if key == "used_torch_function":  # not compared at all: say what it called
+        called = what.split("calls ", 1)[-1]
+        head = f"✘ {title}: not graded, it calls {called}."
+        head_zh = f"✘ {title}：未评分，它调用了 {called}。"
+    elif n == 1:
         head = f"✘ {title}: differs from {ref_en} ({what})."
         head_zh = f"✘ {title}：与{ref_zh}不一致（{what_zh(what)}）。"
     else:
