@@ -11,7 +11,10 @@ lives in ``tools/``). Each module, with the lessons that use it:
   Lessons 01 to 04, 12.
 - :mod:`helpers.checks`: every exercise checker, one contract (a bilingual ``CheckResult``).
   Lessons 00 to 08, 12.
-- :mod:`helpers.drills`: the five-minute drills and their model solutions. Lesson 12.
+- :mod:`helpers.drills`: the drills (forward and backward passes, running statistics,
+  folding, the SyncBN merge), graded from scratch, and their model solutions. Lesson 12.
+- :mod:`helpers.mock_interview`: a seeded, timed mock interview over every lesson's questions.
+  Lesson 12.
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
   Every lesson (style); lessons 00 to 04.

@@ -11,7 +11,24 @@ drill                         signature                                       gr
 ``"layer_norm"``              ``fn(x, weight, bias, eps)``                    ``checks.check_layer_norm``
 ``"rms_norm"``                ``fn(x, weight, eps)``                          ``checks.check_rms_norm``
 ``"group_norm"``              ``fn(x, num_groups, weight, bias, eps)``        ``checks.check_group_norm``
+``"bn_backward"``             ``fn(grad_output, x, weight, eps)``             ``checks.check_bn_backward``
+                              ``-> (grad_input, grad_weight, grad_bias)``
+``"ln_backward"``             ``fn(grad_output, x, weight, eps)``             ``checks.check_ln_backward``
+                              ``-> (grad_input, grad_weight, grad_bias)``
+``"bn_running_stats"``        ``fn(x, weight, bias, running_mean,             ``checks.check_bn_running_stats``
+                              running_var, training, momentum, eps)``
+                              ``-> (y, running_mean, running_var)``
+``"fold_bn"``                 ``fn(weight, bias, bn_weight, bn_bias,          ``checks.check_fold_bn``
+                              running_mean, running_var, eps)``
+                              ``-> (folded_weight, folded_bias)``
+``"sync_bn_merge"``           ``fn(counts, means, vars)``                     ``checks.check_sync_bn_merge``
+                              ``-> (mean, var, var_unbiased)``
 ============================  ==============================================  ======================
+
+Every drill is graded from scratch: while the function runs, torch's own normalisation
+functions (``F.batch_norm``, ``F.layer_norm``, ``F.group_norm``, ... and the modules built on
+them), BatchNorm folding and autograd (``torch.autograd.grad``, ``.backward()``) are refused
+(:func:`helpers.checks.scratch.from_scratch`), and a function that calls them is told so.
 
 Usage::
 
@@ -21,7 +38,7 @@ Usage::
         ...
 
     drills.grade("layer_norm", my_layer_norm)     # ✔ ... or ✘ with the diagnosis
-    drills.solution("layer_norm")                 # prints the model solution (a spoiler)
+    drills.show_solution("layer_norm")            # prints the model solution (a spoiler)
     drills.grade("layer_norm", drills.model_solution("layer_norm"))   # grades it, prints nothing of it
 
 The model solutions live here, not in the notebook, so that a drill cell does not show them.
@@ -35,10 +52,13 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from .checks import (CheckResult, check_batch_norm, check_batch_norm_eval, check_group_norm,
-                     check_layer_norm, check_rms_norm)
+from .checks import (CheckResult, check_batch_norm, check_batch_norm_eval, check_bn_backward,
+                     check_bn_running_stats, check_fold_bn, check_group_norm, check_layer_norm,
+                     check_ln_backward, check_rms_norm, check_sync_bn_merge)
+from .checks.scratch import from_scratch
 
-__all__ = ["DRILLS", "grade", "model_solution", "solution", "check_batch_norm_eval"]
+__all__ = ["DRILLS", "grade", "model_solution", "solution", "show_solution",
+           "check_batch_norm_eval"]
 
 
 # --------------------------------------------------------------------------------------
@@ -94,6 +114,66 @@ def group_norm(x, num_groups, weight, bias, eps):
     return (x_hat * weight.view(shape) + bias.view(shape)).to(x.dtype)
 
 
+def bn_backward(grad_output, x, weight, eps):
+    """BatchNorm's backward (training mode): dL/dx = r (g - mean(g) - x_hat mean(g x_hat))."""
+    dims = [0] + list(range(2, x.dim()))               # one set per channel
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    mean = x.mean(dims, keepdim=True)
+    var = (x - mean).square().mean(dims, keepdim=True)    # biased, as in the forward
+    r = 1 / torch.sqrt(var + eps)
+    x_hat = (x - mean) * r
+    g = grad_output * weight.view(shape)                   # dL/dx_hat
+    grad_input = r * (g - g.mean(dims, keepdim=True)       # through the mean
+                      - x_hat * (g * x_hat).mean(dims, keepdim=True))   # through the variance
+    grad_weight = (grad_output * x_hat).sum(dims)          # summed: shared by the set
+    grad_bias = grad_output.sum(dims)
+    return grad_input, grad_weight, grad_bias
+
+
+def ln_backward(grad_output, x, weight, eps):
+    """LayerNorm's backward over the last dim: the same formula, one set per token."""
+    mean = x.mean(-1, keepdim=True)
+    var = (x - mean).square().mean(-1, keepdim=True)
+    r = 1 / torch.sqrt(var + eps)
+    x_hat = (x - mean) * r
+    g = grad_output * weight
+    grad_input = r * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))
+    lead = list(range(x.dim() - 1))                        # every token shares weight and bias
+    return grad_input, (grad_output * x_hat).sum(lead), grad_output.sum(lead)
+
+
+def bn_running_stats(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """BatchNorm's forward with its buffers: batch statistics in training (biased variance
+    to normalise, unbiased into running_var), running statistics in eval."""
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    if training:
+        mean = x.mean(dims)
+        var = (x - mean.view(shape)).square().mean(dims)   # biased: normalises
+        m = x.numel() // x.shape[1]                         # values per channel
+        running_mean = (1 - momentum) * running_mean + momentum * mean
+        running_var = (1 - momentum) * running_var + momentum * var * m / (m - 1)  # unbiased
+    else:
+        mean, var = running_mean, running_var
+    x_hat = (x - mean.view(shape)) / torch.sqrt(var.view(shape) + eps)
+    return x_hat * weight.view(shape) + bias.view(shape), running_mean, running_var
+
+
+def fold_bn(weight, bias, bn_weight, bn_bias, running_mean, running_var, eps):
+    """Linear then eval-mode BatchNorm as one linear layer: scale row c by s_c."""
+    s = bn_weight / torch.sqrt(running_var + eps)          # the layer's own eps
+    return weight * s[:, None], (bias - running_mean) * s + bn_bias
+
+
+def sync_bn_merge(counts, means, vars):
+    """Per-process (count, mean, biased var) -> global mean, biased and unbiased variance."""
+    n = counts[:, None]
+    total = counts.sum()
+    mean = (n * means).sum(0) / total                      # weighted by the counts
+    var = (n * (vars + (means - mean).square())).sum(0) / total   # within + between groups
+    return mean, var, var * total / (total - 1)
+
+
 # --------------------------------------------------------------------------------------
 # the drills
 # --------------------------------------------------------------------------------------
@@ -103,6 +183,11 @@ DRILLS: dict[str, tuple[Callable, Callable[[Callable], CheckResult]]] = {
     "layer_norm": (layer_norm, check_layer_norm),
     "rms_norm": (rms_norm, check_rms_norm),
     "group_norm": (group_norm, check_group_norm),
+    "bn_backward": (bn_backward, check_bn_backward),
+    "ln_backward": (ln_backward, check_ln_backward),
+    "bn_running_stats": (bn_running_stats, check_bn_running_stats),
+    "fold_bn": (fold_bn, check_fold_bn),
+    "sync_bn_merge": (sync_bn_merge, check_sync_bn_merge),
 }
 
 
@@ -126,11 +211,16 @@ def solution(name: str) -> None:
     print(inspect.getsource(_drill(name)[0]), end="")
 
 
+show_solution = solution
+
+
 def grade(name: str, fn: Callable) -> CheckResult:
     """Grade ``fn`` on drill ``name`` with its checker, reported under the drill's name; the
     result displays the diagnosis (a body still ``raise NotImplementedError`` gets a short
-    reminder). Lesson 12."""
+    reminder). The function is graded from scratch: a call of torch's own normalisation
+    function, BatchNorm folding or autograd inside it fails with ``used_torch_function``.
+    Lesson 12."""
     _, checker = _drill(name)
     if not callable(fn):
         raise ValueError(f"grade({name!r}, fn): fn must be a function, got {type(fn).__name__}")
-    return checker(fn, title=name)
+    return checker(from_scratch(fn), title=name)

@@ -9,8 +9,9 @@ from helpers import bench_norms as B
 from helpers import distributed as D
 from helpers import drills, transformer as T
 from helpers.checks import (CheckResult, check_batch_norm, check_batch_norm_eval,
-                            check_block_forward, check_group_norm, check_layer_norm,
-                            check_merge, check_rms_norm, check_variance)
+                            check_block_forward, check_bn_backward, check_bn_running_stats,
+                            check_fold_bn, check_group_norm, check_layer_norm, check_ln_backward,
+                            check_merge, check_rms_norm, check_sync_bn_merge, check_variance)
 
 
 # ---------------------------------------------------------------- variance (lesson 07)
@@ -102,6 +103,12 @@ CALLS = {
     "variance": lambda fn: check_variance(fn),
     "merge": lambda fn: check_merge(fn),
     "block": lambda fn: check_block_forward(fn, "pre"),
+    "bn_backward": lambda fn: check_bn_backward(fn),
+    "ln_backward": lambda fn: check_ln_backward(fn),
+    "bn_running_stats": lambda fn: check_bn_running_stats(fn),
+    "fold_bn": lambda fn: check_fold_bn(fn),
+    "sync_bn_merge": lambda fn: check_sync_bn_merge(fn),
+    "drill_guarded": lambda fn: drills.grade("bn_backward", fn),  # inside the from-scratch guard
 }
 
 

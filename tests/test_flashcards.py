@@ -233,3 +233,28 @@ def test_command_writes_both_languages_importable_by_anki(tmp_path, capsys):
     assert [g[:-3] for g in guids["en"]] == [g[:-3] for g in guids["zh"]]
     text = (tmp_path / "flashcards_en.csv").read_text(encoding="utf-8")
     assert not re.search(r"(?<!lesson \d\d, )(?<!\d{4}, )\b[Ss]ection \d+\)", text)
+
+
+def test_every_reference_in_the_written_cards_names_its_lesson(tmp_path):
+    """In both written files, a section reference names a lesson (or a paper): "lesson 02, §4",
+    "第 02 课第 4 节", "Wu & He 2018, section 3.1"; none is left bare, in any phrasing."""
+    flashcards.main(["--out", str(tmp_path)])
+    _, en = read_like_anki(tmp_path / "flashcards_en.csv")
+    _, zh = read_like_anki(tmp_path / "flashcards_zh.csv")
+    named_en = re.compile(r"(?:\d{4}[a-z]?|et al\.|[Ll]esson \d\d), $")
+    named_zh = re.compile(r"(?:课|\d{4}[a-z]?\s*[，,]|节\s*(?:和|、|及|与|到|至))\s*$")
+    bare = []
+    for note in en:
+        for field in note["fields"]:
+            for m in re.finditer(r"\b[Ss]ections? \d", field):
+                if not named_en.search(field[:m.start()]):
+                    bare.append(field[max(0, m.start() - 40):m.end() + 10])
+    for note in zh:
+        for field in note["fields"]:
+            for m in re.finditer(r"第\s*\d+(?:\.\d+)*\s*节", field):
+                if not named_zh.search(field[:m.start()]):
+                    bare.append(field[max(0, m.start() - 40):m.end()])
+    assert not bare, bare[:5]
+    # lesson 12's questions, old and new, are all there, once
+    twelve = [n for n in en if n["guid"].startswith("normalization-course-12-")]
+    assert len(twelve) >= 70 - 12 and len({n["fields"][0] for n in en}) == len(en)

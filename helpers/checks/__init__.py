@@ -18,6 +18,11 @@ checker                         module                                lesson
 :func:`check_variance`          :mod:`helpers.checks.variance`        07
 :func:`check_merge`             :mod:`helpers.checks.sync_bn`         08
 :func:`check_batch_norm_eval`   :mod:`helpers.checks.eval_bn`         12 (drill)
+:func:`check_bn_backward`       :mod:`helpers.checks.backprop_drills` 12 (drill)
+:func:`check_ln_backward`       :mod:`helpers.checks.backprop_drills` 12 (drill)
+:func:`check_bn_running_stats`  :mod:`helpers.checks.backprop_drills` 12 (drill)
+:func:`check_fold_bn`           :mod:`helpers.checks.backprop_drills` 12 (drill)
+:func:`check_sync_bn_merge`     :mod:`helpers.checks.backprop_drills` 12 (drill)
 :func:`check_qk_norm_attention` :mod:`helpers.checks.todays_transformers`  09
 :func:`check_dyt_module`        :mod:`helpers.checks.todays_transformers`  09
 :func:`check_weight_decay_groups`  :mod:`helpers.checks.bn_practice`  10
@@ -29,7 +34,8 @@ checker                         module                                lesson
 ==============================  ====================================  ==========================
 
 A new checker is a list of :class:`Case`, a reference and a catalogue of :class:`Mistake`,
-handed to :func:`run_cases` (:mod:`helpers.checks.engine`).
+handed to :func:`run_cases` (:mod:`helpers.checks.engine`). :func:`helpers.checks.scratch.from_scratch`
+wraps a learner's function so that calling torch's own implementation is diagnosed.
 
 Usage::
 
@@ -45,6 +51,8 @@ Usage::
 """
 
 from .engine import Case, CheckResult, Mistake, run_cases
+from .backprop_drills import (check_bn_backward, check_bn_running_stats, check_fold_bn,
+                              check_ln_backward, check_sync_bn_merge)
 from .bn_practice import check_batch_renorm, check_frozen_batch_norm, check_weight_decay_groups
 from .eval_bn import check_batch_norm_eval
 from .norms import check_batch_norm, check_group_norm, check_layer_norm, check_rms_norm
@@ -58,4 +66,6 @@ __all__ = ["CheckResult", "Case", "Mistake", "run_cases", "check_layer_norm", "c
            "check_rms_norm", "check_group_norm", "check_batch_norm_eval", "check_block_forward",
            "check_variance", "check_merge", "check_qk_norm_attention", "check_dyt_module",
            "check_weight_decay_groups", "check_frozen_batch_norm", "check_batch_renorm",
-           "check_weight_norm", "check_weight_norm_grad", "check_power_iteration"]
+           "check_weight_norm", "check_weight_norm_grad", "check_power_iteration",
+           "check_bn_backward", "check_ln_backward", "check_bn_running_stats", "check_fold_bn",
+           "check_sync_bn_merge"]

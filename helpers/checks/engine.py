@@ -163,6 +163,12 @@ COMMON: dict[str, tuple[str, str]] = {
         "(compute in float32, then .to(x.dtype)).",
         "输出的数据类型与输入不同。应返回输入的 dtype（用 float32 计算后 .to(x.dtype)）。"),
     "half_not_float32": HALF_NOTE,
+    "used_torch_function": (
+        "it calls PyTorch's own implementation (a normalisation function, a module built on "
+        "one, or autograd). The drill asks for the formula written from elementary tensor "
+        "operations (mean, sum, sqrt, ...): torch is the reference it is compared with.",
+        "调用了 PyTorch 自己的实现（归一化函数、基于它的模块，或自动求导）。这个练习要求用基本的"
+        "张量运算（mean、sum、sqrt……）写出公式：torch 正是用来对照的参考答案。"),
     "affine_missing": (
         "weight (gamma) or bias (beta) not applied, or applied in the wrong order: "
         "y = x_hat * weight + bias.",
@@ -234,6 +240,8 @@ def _one_case(fn: Callable, case: Case, ref: Tensor, catalogue: Sequence[Mistake
     except Exception as e:  # the learner's bug, reported, never raised
         text = f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
         keys = ["missing_keepdim"] if "must match the size of tensor" in text else []
+        if getattr(e, "mistake", None):  # raised by a guard that recognised the mistake
+            return text, [e.mistake], False
         where = traceback.extract_tb(e.__traceback__)[-1]
         return f"raised {text} (line {where.lineno})", keys, False
     if not isinstance(out, Tensor):
@@ -318,7 +326,11 @@ def run_cases(title: str, fn: Callable, cases: Sequence[Case], reference: Callab
     key = found[0] if found else None
     case, what, _ = next(f for f in failures if key is None or key in f[2])
     names = [f[0].name for f in failures]
-    if n == 1:
+    if key == "used_torch_function":  # not compared at all: say what it called
+        called = what.split("calls ", 1)[-1]
+        head = f"✘ {title}: not graded, it calls {called}."
+        head_zh = f"✘ {title}：未评分，它调用了 {called}。"
+    elif n == 1:
         head = f"✘ {title}: differs from {ref_en} ({what})."
         head_zh = f"✘ {title}：与{ref_zh}不一致（{what_zh(what)}）。"
     else:
