@@ -49,6 +49,21 @@ ASK = {"en": "**Ask the room:**", "zh": "**问听众：**"}
 TIME_LABEL = {"en": "Time for this section: {} min", "zh": "本节用时：{} 分钟"}
 NO_QUESTION = ("Environment check", "References")  # sections that need no question
 MINUTES_TOLERANCE = 0.25
+# reveal.js's speaker view is a window of its own that shows a slide's notes as HTML copied from
+# the deck: the notes carry the course's Chinese font with them, and of the math that MathJax
+# typeset in the deck the view shows the MathML (which the browser draws itself) and not the
+# HTML rendering (.mjx-math), whose stylesheet stays behind. Every selector is scoped to the view's notes
+# box, so the deck itself does not change.
+NOTES_STYLE = (
+    '<style>@font-face { font-family: "Course Noto Sans CJK SC"; '
+    'src: url("../static/fonts/NotoSansCJKsc-Regular-subset.otf") format("opentype"); } '
+    '.speaker-controls-notes { font-family: "Course Noto Sans CJK SC", sans-serif; } '
+    '.speaker-controls-notes .mjx-math, .speaker-controls-notes .MathJax_Preview, '
+    '.speaker-controls-notes script { display: none !important; } '
+    '.speaker-controls-notes .MJX_Assistive_MathML { position: static !important; '
+    'clip: auto !important; width: auto !important; height: auto !important; '
+    'overflow: visible !important; }</style>'
+)
 
 
 @dataclasses.dataclass
@@ -184,7 +199,7 @@ def with_notes(nb: nbformat.NotebookNode, bilingual: nbformat.NotebookNode, lang
         raise ValueError(f"the {lang} edition has {len(at)} section headings, the notes {len(notes)}")
     out = nbformat.from_dict(nb)
     for index, section in sorted(zip(at, notes), reverse=True):
-        text = f"*{TIME_LABEL[lang].format(section.minutes)}*\n\n{section.text[lang]}"
+        text = f"{NOTES_STYLE}\n\n*{TIME_LABEL[lang].format(section.minutes)}*\n\n{section.text[lang]}"
         cell = nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": "notes"},
                                                              "tags": [f"lang-{lang}"]})
         cell.pop("id", None)
