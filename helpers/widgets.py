@@ -92,13 +92,22 @@ class Explorer(widgets.VBox):
     construction, then again whenever a slider's ``value`` changes. Its plain-text form
     (what a notebook shows without a running kernel, and what a test compares) is one line:
     ``Explorer: <title_en> (needs a running kernel) / 交互探索：<title_zh>（需要运行中的内核）``.
+
+    With ``picture=True``, showing the explorer in a notebook (the last line of a cell, or
+    ``display``) first shows the figure for the starting values as an ordinary PNG output,
+    then the widget: the stored notebook, its HTML and slide editions, and JupyterLab without
+    a running kernel then show a picture where the live widget cannot be drawn.
     """
 
+    #: text/plain of the starting figure's output
+    PICTURE_TEXT = "starting figure of the explorer / 交互探索的初始图"
+
     def __init__(self, title_en: str, title_zh: str, controls: dict[str, widgets.Widget],
-                 draw: Callable[..., tuple[object, str]]) -> None:
+                 draw: Callable[..., tuple[object, str]], picture: bool = True) -> None:
         if not controls:
             raise ValueError("an explorer needs at least one control")
         self._title_en, self._title_zh = title_en, title_zh
+        self.picture = picture
         self.controls = dict(controls)
         self._draw = draw
         self.image = widgets.Image(format="png")
@@ -120,6 +129,20 @@ class Explorer(widgets.VBox):
 
     def _on_change(self, change) -> None:
         self.refresh()
+
+    def picture_bundle(self) -> dict:
+        """The current figure as a display bundle: base64 PNG and a short text."""
+        import base64
+
+        return {"image/png": base64.b64encode(self.image.value).decode("ascii"),
+                "text/plain": self.PICTURE_TEXT}
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        if self.picture:
+            display(self.picture_bundle(), raw=True)
+        display(self._repr_mimebundle_(), raw=True)
 
     def __repr__(self) -> str:
         return (f"Explorer: {self._title_en} (needs a running kernel) / "
@@ -377,7 +400,7 @@ def ln_eps_explorer(input_std: float = 1e-3, eps: float = 1e-5) -> Explorer:
                                          max=1, step=0.25, readout_format=".1e"),
                      "eps": slider("log", "eps", eps, base=10, min=-12, max=-1, step=0.5,
                                    readout_format=".0e")},
-                    ln_eps_figure)
+                    ln_eps_figure, picture=False)  # lesson 02 shows the starting figure above
 
 
 # --------------------------------------------------------------------------------------
@@ -598,7 +621,7 @@ def rms_mean_explorer(mean_offset: float = 2.0) -> Explorer:
     return Explorer("token mean vs RMSNorm and LayerNorm", "token 均值与 RMSNorm、LayerNorm",
                     {"mean_offset": slider("float", "mean offset m = μ/σ", float(mean_offset),
                                            min=0.0, max=8.0, step=0.25)},
-                    rms_mean_figure)
+                    rms_mean_figure, picture=False)  # lesson 04 shows the starting figure above
 
 
 # --------------------------------------------------------------------------------------

@@ -116,10 +116,10 @@ def _figures():
     img = torch.rand(6, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     rgb = torch.rand(1, 3, 8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     samples = _norm_samples()
-    bn_points = [("LayerNorm (torch)", 1.75, 2.1), ("RMSNorm (torch)", 1.0, 0.4),
-                 ("BatchNorm, train() (torch)", 1.75, 0.5), ("BatchNorm, eval() (torch)", 0.5, 0.7),
-                 ("GroupNorm, G=32 (torch)", 1.75, 0.4), ("tiled layer_norm · 分块", 1.75, 0.7),
-                 ("tiled layer_norm, var_mean · 分块", 1.75, 0.4), ("tiled rms_norm · 分块", 1.0, 1.0)]
+    bn_points = [("torch layer_norm", 1.75, 2.1), ("torch rms_norm", 1.0, 0.4),
+                 ("torch batch_norm, train", 1.75, 0.5), ("torch batch_norm, eval", 0.5, 0.7),
+                 ("torch group_norm, G=32", 1.75, 0.4), ("tiled · 分块 layer_norm", 1.75, 0.7),
+                 ("tiled · 分块 layer_norm, var_mean", 1.75, 0.4), ("tiled · 分块 rms_norm", 1.0, 1.0)]
     wn_rows = [{"variant": v, "batch_size": b, "seed": s, "error": 2.0 + s + (30 if v == "bn" and b == 2 else 0)}
                for v in WN.VARIANTS for b in (64, 2) for s in range(2)]
     shapes = {"skewed": torch.distributions.Exponential(1.0).sample((2000,)),
