@@ -405,7 +405,7 @@ def instance_norm_images(varied: torch.Tensor, normalised: torch.Tensor, contras
     fig, axes = plt.subplots(2, k, figsize=(9.6, 4.4))
     for j in range(k):
         axes[0, j].imshow(varied[j, 0].numpy(), cmap="gray", vmin=-1, vmax=11)
-        axes[0, j].set_title(f"a = {float(contrast[j]):g}\nb = {float(brightness[j]):g}",
+        axes[0, j].set_title(f"a = {float(contrast[j]):g}\nb = {float(brightness[j]):g}".replace("-", "−"),
                              fontsize=12)
         axes[1, j].imshow(normalised[j, 0].numpy(), cmap="gray", vmin=-2.5, vmax=2.5)
         for ax in axes[:, j]:
@@ -442,8 +442,8 @@ def eps_placement(scales, inside_rms, outside_rms, eps: float):
     Lesson 04."""
     plt = _style()
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
-    ax.plot(scales, inside_rms, "o-", label="ε inside · ε 在根号内: a / √(mean(a²) + ε)")
-    ax.plot(scales, outside_rms, "s--", label="ε outside · ε 在根号外: a / (√mean(a²) + ε)")
+    ax.plot(scales, inside_rms, "o-", label="inside, PyTorch · 根号内: a / √(mean(a²) + ε)")
+    ax.plot(scales, outside_rms, "s--", label="outside, authors · 根号外，作者: a / (√mean(a²) + ε)")
     ax.axvline(eps ** 0.5, color="grey", lw=1, ls=":")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.35)
