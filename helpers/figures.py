@@ -523,7 +523,7 @@ def loss_curves(groups: dict[str, list[dict]], chance: float, chance_label: str,
     ax.set_ylabel("training loss · 训练损失")
     if title:
         ax.set_title(title, fontsize=12)
-    ax.legend(loc="upper right")
+    ax.legend(loc="lower left")  # the curves start high and fall to the right
     fig.tight_layout()
     return fig
 
@@ -547,7 +547,8 @@ def update_growth(updates: dict, depths, fits: dict, kinds=("post", "pre", "deep
     ax.minorticks_off()
     ax.set_xlabel("number of layers L · 层数 L")
     ax.set_ylabel("RMS change, 1 step · 一步后的变化")
-    ax.legend(loc="lower right")
+    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the legend above the curves
+    ax.legend(loc="upper left")
     fig.tight_layout()
     return fig
 
