@@ -230,7 +230,9 @@ def text_problems(fig, min_pt: float = MIN_TEXT_PT, slide_width: float = SLIDE_W
       ``slide_width`` inches (a figure that is narrower keeps its size);
     - two texts whose rendered boxes (``get_window_extent``) overlap by more than
       ``tolerance_px`` pixels in both directions;
-    - a text that is only English (:func:`is_bilingual_or_neutral`).
+    - a text that is only English (:func:`is_bilingual_or_neutral`);
+    - a text that reaches outside the figure (cut off when saved, or widening the picture
+      when the notebook crops it to its contents, so that it is scaled down on a slide).
     """
     texts = figure_texts(fig)
     renderer = fig.canvas.get_renderer()
@@ -244,6 +246,11 @@ def text_problems(fig, min_pt: float = MIN_TEXT_PT, slide_width: float = SLIDE_W
         if not is_bilingual_or_neutral(t.get_text()):
             problems.append(f"English only: {t.get_text()!r}")
     boxes = [(t, t.get_window_extent(renderer)) for t in texts]
+    width, height = fig.bbox.width, fig.bbox.height
+    for t, box in boxes:
+        if (box.x0 < -tolerance_px or box.y0 < -tolerance_px or box.x1 > width + tolerance_px
+                or box.y1 > height + tolerance_px):
+            problems.append(f"outside the figure: {t.get_text()!r}")
     for i, (a, ba) in enumerate(boxes):
         for b, bb in boxes[i + 1:]:
             dx = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)

@@ -95,7 +95,7 @@ def plot_runs(runs: dict[str, list[dict]], keys=("max_logit", "entropy", "loss")
             fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 2), frameon=False)
             fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
     else:
-        axes[0].legend(handles, labels, loc="upper right")
+        axes[0].legend(handles, labels, loc="center right")  # curves start high, end low or flat
         fig.tight_layout()
     return fig
 
@@ -129,7 +129,7 @@ def plot_norm_scatter(samples, fits=None, max_points: int = 3000, figsize=None):
     return fig
 
 
-def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figsize=(6, 3.6)):
+def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figsize=(9.2, 3.8)):
     """Final loss against learning rate (log-log), one line per label of ``final_losses``,
     and the loss of a uniform guess ``chance`` dotted."""
     fig, ax = plt.subplots(figsize=figsize)
@@ -140,7 +140,7 @@ def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figs
     ax.set_yscale("log")
     ax.set_xlabel("learning rate · 学习率")
     ax.set_ylabel("final loss · 最终损失")
-    ax.legend(loc="lower left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the axes: the curves fill them
     fig.tight_layout()
     return fig
 
@@ -157,8 +157,9 @@ def plot_stream_rms(stream: dict, figsize=(6, 3.6)):
         ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in trained], "o-", color=color,
                 label=f"{layout}, trained · 训练后")
         ax.set_xticks(list(depth))
+    ax.plot([], [], ":", color="gray", label="dotted: init · 点线：初始化")
     ax.set_xlabel("block · 块 (0 = embeddings · 嵌入)")
-    ax.set_ylabel("stream RMS · 残差流均方根 (dotted · 点线: init · 初始化)")
-    ax.legend()
+    ax.set_ylabel("stream RMS · 残差流均方根")
+    ax.legend(loc="center right")
     fig.tight_layout()
     return fig

@@ -249,6 +249,7 @@ def test_checker_passes_a_clean_figure():
     ax.set_ylabel("loss · 损失")
     ax.set_title("$x_{l+1} = x_l + F(x_l)$")
     ax.legend()
+    fig.tight_layout()
     assert text_problems(fig) == []
     plt.close(fig)
 
@@ -306,3 +307,11 @@ def test_bilingual_labels():
     assert plotting.bilingual("Post-LN, warmup 20", glossary) == "Post-LN, warmup 20 · Post-LN, 预热 20"
     assert plotting.bilingual("Pre-LN", glossary) == "Pre-LN"
     assert plotting.bilingual("预热 · warmup", glossary) == "预热 · warmup"
+
+
+def test_checker_finds_text_outside_the_figure():
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    ax.plot([0, 1], [0, 1], label="uniform noise 0.5 before every BN · 均匀噪声 0.5 在每个 BN 之前")
+    fig.legend(loc="lower center", ncol=3, bbox_to_anchor=(0.9, 0.0))
+    assert any(p.startswith("outside the figure") for p in text_problems(fig))
+    plt.close(fig)
