@@ -722,7 +722,7 @@ def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     from .plotting import bilingual, use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 6.4))
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 5.8))
     for (label, rows), marker in zip(ratio_rows, "osD^v"):
         label = bilingual(label, _GLOSSARY)
         layers = [r["layer"] for r in rows]
@@ -739,7 +739,7 @@ def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
         ax.set_xticks(sorted({r["layer"] for _, rows in ratio_rows for r in rows}))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
-    fig.tight_layout(rect=(0, 0.1 + 0.3 * len(handles) / fig.get_figheight(), 1, 1))
+    fig.tight_layout(rect=(0, (0.15 + 0.23 * len(handles)) / fig.get_figheight(), 1, 1))
     return fig
 
 
