@@ -706,6 +706,12 @@ def residual_mlp(depth: int, width: int = 32, zero_init: bool = False, seed: int
 # --------------------------------------------------------------------------------------
 # figures
 # --------------------------------------------------------------------------------------
+# the lesson's English labels and their Chinese (helpers.plotting.bilingual)
+_GLOSSARY = [("uniform noise", "均匀噪声"), ("no dropout", "无 dropout"),
+             ("before every BN", "在每个 BN 之前"), ("after the last BN", "在最后一个 BN 之后"),
+             ("weight decay", "权重衰减")]
+
+
 def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     """Left: the measured test/train variance ratio of every BatchNorm input, per layer, for
     each labelled model, with the keep ratio p (the zero-mean prediction) dashed. Right: the
@@ -713,26 +719,27 @@ def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     in lesson 10."""
     import matplotlib.pyplot as plt
 
-    from .plotting import use_course_style
+    from .plotting import bilingual, use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 5.8))
     for (label, rows), marker in zip(ratio_rows, "osD^v"):
+        label = bilingual(label, _GLOSSARY)
         layers = [r["layer"] for r in rows]
         axes[0].plot(layers, [r["test_over_train"] for r in rows], marker + "-", label=label)
         axes[1].plot(layers, [r["shift"] for r in rows], marker + "-", label=label)
     axes[0].axhline(keep, color="k", ls="--", lw=1, label=f"p = {keep}")
     axes[1].axhline(1.0, color="k", ls="--", lw=1)
     axes[0].set_ylabel("Var_test / Var_train")
-    axes[1].set_ylabel("shift (1 = no shift)")
-    for ax, title in zip(axes, ["train → test variance · 方差变化",
-                                "max(Var_test/σ̂², σ̂²/Var_test) · 方差偏移"]):
+    axes[1].set_ylabel("max(Var_test/σ̂², σ̂²/Var_test)")
+    for ax, title in zip(axes, ["train → test · 方差变化",
+                                "shift · 方差偏移 (1 = none · 无)"]):
         ax.set_xlabel("BatchNorm layer · 层")
         ax.set_title(title)
         ax.set_xticks(sorted({r["layer"] for _, rows in ratio_rows for r in rows}))
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
+    fig.tight_layout(rect=(0, (0.15 + 0.23 * len(handles)) / fig.get_figheight(), 1, 1))
     return fig
 
 
@@ -742,11 +749,12 @@ def plot_weight_norms(traces: dict[str, list[tuple[int, float]]], lr: float, ste
     the figure. Used in lesson 10."""
     import matplotlib.pyplot as plt
 
-    from .plotting import use_course_style
+    from .plotting import bilingual, use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.4))
     for label, trace in traces.items():
+        label = bilingual(label, _GLOSSARY)
         t = [a for a, _ in trace]
         w = [b for _, b in trace]
         lr_t = [lr * 0.5 * (1 + math.cos(math.pi * s / steps)) for s in t]
@@ -757,7 +765,7 @@ def plot_weight_norms(traces: dict[str, list[tuple[int, float]]], lr: float, ste
     for ax, title in zip(axes, ["weight norm · 权重范数", "effective learning rate · 有效学习率"]):
         ax.set_xlabel("step · 步数")
         ax.set_title(title)
-        ax.legend()
+    axes[1].legend(loc="lower left")  # one legend for both panels (same colours)
     fig.tight_layout()
     return fig
 

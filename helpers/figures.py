@@ -16,8 +16,10 @@ import torch
 
 from .experiments import LayerStats
 
-__all__ = ["statistics_mask", "norm_map", "group_map", "activation_histograms", "ln_placement",
-           "build_all"]
+__all__ = ["statistics_mask", "norm_map", "group_map", "activation_histograms", "gain_sweep",
+           "ln_placement", "batch_size_figure", "instance_norm_images", "adain_images",
+           "eps_placement", "depth_gradients", "loss_curves", "update_growth",
+           "bandwidth_roofline", "sync_spread", "build_all"]
 
 # (method key, English title, Chinese title)
 NORM_PANELS = [
@@ -86,26 +88,30 @@ def _block(ax, mask: torch.Tensor, color: str, xlabel: str, ylabel: str, zlabel:
 def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 4, t: int = 5,
              d: int = 6):
     """Figure: the four norms on an (N, C, H×W) block, shaded where one element's statistics
-    come from, plus LayerNorm/RMSNorm on a (B, T, d) sequence block. Returns the figure."""
+    come from, plus LayerNorm/RMSNorm on a (B, T, d) sequence block, in two rows of three panels
+    (the sixth left empty), so that the titles stay large when the figure is projected.
+    Returns the figure.
+
+    Lesson 00."""
     import matplotlib.pyplot as plt
 
     from .plotting import use_course_style
 
     use_course_style()
-    fig = plt.figure(figsize=(15.5, 3.6))
+    fig = plt.figure(figsize=(9.6, 6.6))
     palette = {"batch": "#4c72b0", "layer": "#dd8452", "instance": "#55a868", "group": "#c44e52"}
     for k, (key, en, zh) in enumerate(NORM_PANELS):
-        ax = fig.add_subplot(1, 5, k + 1, projection="3d")
+        ax = fig.add_subplot(2, 3, k + 1, projection="3d")
         # voxel axes: x = N, y = C, z = H×W; the reference element is the front corner
         # element of the visible side face, so each shaded set shows on the visible faces
         mask = statistics_mask(key, (n, c, hw), (n - 1, 0, 0), num_groups)
         _block(ax, mask, palette[key], "N", "C", "H×W")
         ax.set_title(f"{en}\n{zh}" + (f"  (G = {num_groups})" if key == "group" else ""),
                      pad=0)
-    ax = fig.add_subplot(1, 5, 5, projection="3d")
+    ax = fig.add_subplot(2, 3, 5, projection="3d")
     _block(ax, statistics_mask("token", (b, t, d), (b - 1, 0, 0)), "#8172b3", "B", "T", "d")
-    ax.set_title("LayerNorm / RMSNorm\n层归一化 / 均方根归一化  (B, T, d)", pad=0)
-    fig.subplots_adjust(left=0.0, right=0.97, bottom=0.02, top=0.86, wspace=0.12)
+    ax.set_title("LN / RMSNorm  (B, T, d)\n层归一化 / 均方根归一化", pad=0)
+    fig.subplots_adjust(left=0.0, right=0.98, bottom=0.02, top=0.92, wspace=0.05, hspace=0.15)
     return fig
 
 
@@ -129,7 +135,7 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
     ax.imshow(np.array(rows), cmap="tab10", vmin=0, vmax=9, aspect="auto")
     for r, ids in enumerate(rows):
         for c, gid in enumerate(ids):
-            ax.text(c, r, str(gid), ha="center", va="center", color="white", fontsize=10)
+            ax.text(c, r, str(gid), ha="center", va="center", color="white", fontsize=12)
     ax.set_yticks(range(len(group_counts)),
                   labels=[f"G = {g}" + ("  (LN)" if g == 1 else "  (IN)" if g == num_channels else "")
                           for g in group_counts])
@@ -142,9 +148,86 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
     return fig
 
 
-def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradients: bool = False):
-    """Karpathy-style per-layer histograms: one panel per setting, one line per layer
-    (every ``every``-th layer), of the tanh outputs or of their gradients.
+def _setting_title(name: str) -> str:
+    """``"gain 3 + BatchNorm"`` -> ``"gain 3 + BatchNorm · 增益 3 + BatchNorm"`` (a name that
+    already holds Chinese is kept)."""
+    if any("\u4e00" <= ch <= "\u9fff" for ch in name):
+        return name
+    return f"{name} · {name.replace('gain', '增益').replace('no normalisation', '无归一化')}"
+
+
+def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradients: bool = False,
+                          clip: float = 0.3):
+    """Karpathy-style per-layer histograms: one panel per setting (two panels a row), one line
+    per layer (every ``every``-th layer), of the tanh outputs or of their gradients, as the
+    fraction of the values in each of 60 bins.
+
+    All panels share one y axis, so that a panel whose values spread over many bins (a
+    normalised network) is not stretched to look as peaked as one whose values pile up in a
+    few (saturation at ±1, or everything in the central bin). The y axis ends at the highest
+    bar below ``clip``; a line that leaves it is cut, and the panel says by how much. For the
+    tanh outputs the panels also share the x axis [−1, 1]; for the gradients each panel has
+    its own symmetric range (the 99.5th percentile of |g| over its layers), because the
+    gradients of the settings differ by orders of magnitude.
+
+    Lesson 00."""
+    import matplotlib.pyplot as plt
+
+    from .plotting import use_course_style
+
+    from matplotlib.ticker import MaxNLocator
+
+    use_course_style()
+    rows = (len(results) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(9.6, 2.9 * rows + 1.0), sharey=True,
+                             sharex=not gradients, squeeze=False)
+    curves, peaks = [], []
+    for ax, (title, stats) in zip(axes.flat, results.items()):
+        series = [t.float() for t in (stats.gradients if gradients else stats.activations)]
+        hi = max(float(t.abs().quantile(0.995)) for t in series) if gradients else 1.0
+        hi = hi if hi > 0 else 1.0
+        edges = torch.linspace(-hi, hi, 61)
+        centres = (edges[:-1] + edges[1:]) / 2
+        for i in range(0, len(series), every):
+            counts = torch.histc(series[i], bins=60, min=-hi, max=hi)
+            frac = counts / counts.sum()
+            curves.append((ax, i, centres, frac))
+            peaks.append(float(frac.max()))
+        ax.set_title(_setting_title(title))
+        if gradients:
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
+            ax.set_xlim(-hi, hi)
+            ax.xaxis.set_major_locator(MaxNLocator(5, symmetric=True))
+        else:
+            ax.set_xticks([-1, -0.5, 0, 0.5, 1])
+    top = 1.08 * max([p for p in peaks if p <= clip] or [clip])
+    colors = {}
+    for ax, i, centres, frac in curves:
+        line, = ax.plot(centres.numpy(), frac.numpy(), lw=1.5, color=colors.get(i),
+                        label=f"layer {i + 1} · 第 {i + 1} 层")
+        colors[i] = line.get_color()
+    for ax in axes.flat[len(results):]:
+        ax.set_visible(False)
+    for ax in axes.flat[:len(results)]:
+        cut = max(float(f.max()) for a, _, _, f in curves if a is ax)
+        if cut > top:
+            ax.text(0.98, 0.95, f"peak {cut:.2f}, cut\n峰值 {cut:.2f}，已截断",
+                    transform=ax.transAxes, va="top", ha="right", fontsize=11, color="#444444")
+    axes[0, 0].set_ylim(0, top)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("fraction · 占比")
+    for ax in axes[-1]:
+        ax.set_xlabel("gradient dL/dh · 梯度" if gradients else "tanh output · tanh 输出")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / fig.get_figheight()))
+    return fig
+
+
+def gain_sweep(gains: list[float], sweep: dict, labels: list[str] | None = None):
+    """The standard deviation of the last layer's activations against the initial weight gain
+    g (log axis), one line per normalisation of ``sweep`` (``None``, ``"batch"``,
+    ``"layer"`` mapped to a list of stds, one per gain).
 
     Lesson 00."""
     import matplotlib.pyplot as plt
@@ -152,26 +235,17 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
     from .plotting import use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, len(results), figsize=(4.6 * len(results), 3.4))
-    for ax, (title, stats) in zip(axes, results.items()):
-        series = [t.float() for t in (stats.gradients if gradients else stats.activations)]
-        # one symmetric range per panel, so the layers' widths can be compared
-        # (gradients: the 99.5th percentile of |g| over all layers, so outliers do not
-        # squeeze the bulk into one bin)
-        hi = max(float(t.abs().quantile(0.995)) for t in series) if gradients else 1.0
-        hi = hi if hi > 0 else 1.0
-        edges = torch.linspace(-hi, hi, 61)
-        centres = (edges[:-1] + edges[1:]) / 2
-        for i in range(0, len(series), every):
-            counts = torch.histc(series[i], bins=60, min=-hi, max=hi)
-            ax.plot(centres.numpy(), (counts / counts.sum()).numpy(), label=f"layer {i + 1}",
-                    lw=1.3)
-        ax.set_title(title)
-        ax.set_xlabel("gradient dL/dh / 梯度" if gradients else "tanh output / tanh 输出")
-        ax.legend(fontsize=8.5, loc="best")
-        if gradients:
-            ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
-    axes[0].set_ylabel("fraction of values / 占比")
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    styles = {None: ("o-", "no normalisation · 无归一化"), "batch": ("s-", "BatchNorm"),
+              "layer": ("^--", "LayerNorm")}
+    for norm, stds in sweep.items():
+        ax.plot(gains, stds, styles[norm][0], label=styles[norm][1])
+    ax.set_xscale("log")
+    ax.set_xticks(gains, labels=labels or [f"{g:g}" for g in gains])
+    ax.minorticks_off()
+    ax.set_xlabel("initial weight gain g · 初始权重增益 g")
+    ax.set_ylabel("std of layer 20 · 第 20 层标准差")
+    ax.legend(loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -235,14 +309,307 @@ def ln_placement():
     ax.text(0.5, 0.7, r"$x_{l+1} = x_l + F(\mathrm{LN}(x_l))$", ha="center", fontsize=12)
     arrow(ax, 0.5, 0.66, 0.5, 0.69)
     ax.plot([0.5, 0.5], [0.735, 0.775], color="#333333", lw=1.4, ls=":")
-    box(ax, 0.83, "final LayerNorm", ln_color, w=0.46)
-    ax.text(0.5, 0.93, "after the last layer only", ha="center", fontsize=10.5,
+    box(ax, 0.83, "final LayerNorm · 最后的 LN", ln_color, w=0.62)
+    ax.text(0.5, 0.93, "after the last layer only · 仅在最后一层之后", ha="center", fontsize=11,
             color="#555555")
     ax.set_title("Pre-LN", fontsize=14)
     for ax in axes:
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------
+# the lessons' result figures: one function per figure, the notebook cell shows the call
+# --------------------------------------------------------------------------------------
+
+def _style():
+    import matplotlib.pyplot as plt
+
+    from .plotting import use_course_style
+
+    use_course_style()
+    return plt
+
+
+def batch_size_figure(rows: list[dict], noise: list[dict], paper: dict | None = None,
+                      spatial: tuple[int, ...] | None = None):
+    r"""Test error against batch size for BatchNorm (three ways of getting its statistics at
+    test time) and GroupNorm in our grid (``rows`` of :func:`helpers.experiments.batch_size_grid`),
+    next to Wu & He (2018), Table 2 (``paper``, default
+    :data:`helpers.experiments.WU_HE_TABLE2`); below, the noise of each BatchNorm layer's batch
+    mean against the number of values per statistic (``noise`` of
+    :func:`helpers.experiments.statistic_noise`) with the :math:`1/\sqrt n` of independent
+    values dashed.
+
+    Lesson 01."""
+    from . import experiments
+
+    plt = _style()
+    paper = paper if paper is not None else experiments.WU_HE_TABLE2
+    spatial = spatial if spatial is not None else experiments.SPATIAL
+    fig = plt.figure(figsize=(9.6, 8.4))
+    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.05))
+    ours, theirs, ax2 = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
+    sizes = sorted({r["batch_size"] for r in rows}, reverse=True)
+
+    def mean_error(norm, key, b):
+        vals = [r[key] for r in rows if r["norm"] == norm and r["batch_size"] == b]
+        return sum(vals) / len(vals)
+
+    for norm, key, label, style, color in [
+            ("batch", "eval", "BN, eval()", "o-", "C0"),
+            ("batch", "train_mode", "BN, train() · 训练模式", "s--", "C2"),
+            ("batch", "recomputed", "BN, recomputed · 重算统计量", "^:", "C3"),
+            ("group", "eval", "GN", "D-", "C1")]:
+        ours.plot(sizes, [mean_error(norm, key, b) for b in sizes], style, label=label, color=color)
+    paper_sizes = sorted(paper["batch"], reverse=True)
+    for norm, label, style, color in [("batch", "BN", "o-", "C0"), ("group", "GN", "D-", "C1")]:
+        theirs.plot(paper_sizes, [paper[norm][b] for b in paper_sizes], style, label=label, color=color)
+    for ax, ticks, title, xlabel in [
+            (ours, sizes, "ours: digits, test error % · 本课：测试错误率",
+             "batch size B · 批大小 B"),
+            (theirs, paper_sizes, "Wu & He, ImageNet, val error % · 论文：验证错误率",
+             "images per GPU · 每卡图像数")]:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(b) for b in ticks])
+        ax.minorticks_off()
+        ax.invert_xaxis()
+        ax.set_xlabel(xlabel)
+        ax.set_title(title, fontsize=12)
+    ours.legend(loc="upper left")
+    theirs.legend(loc="upper left")
+    for layer, marker, shade in zip(range(3), "os^", ["0.15", "0.4", "0.65"]):  # greys: layers
+        points = [r for r in noise if r["layer"] == layer]
+        ax2.loglog([r["values"] for r in points], [r["noise"] for r in points], marker + "-",
+                   color=shade, label=f"BN {layer + 1}: {spatial[layer]} × B · 第 {layer + 1} 层")
+    n = torch.logspace(0, 4, 50)
+    ax2.loglog(n.numpy(), (n ** -0.5).numpy(), "k--", lw=1, label="1/√n")
+    ax2.set_xlabel("values per statistic n (positions × B) · 每个统计量的值个数")
+    ax2.set_ylabel("rms (μ_B − μ)/σ")
+    ax2.set_title("noise of the batch mean · 批均值的噪声")
+    ax2.legend(loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def instance_norm_images(varied: torch.Tensor, normalised: torch.Tensor, contrast, brightness):
+    """Six grey images with their contrast a and brightness b (top, one shared grey scale)
+    and the same images after InstanceNorm (bottom), which are all alike.
+
+    Lesson 03."""
+    plt = _style()
+    k = varied.shape[0]
+    fig, axes = plt.subplots(2, k, figsize=(9.6, 4.4))
+    for j in range(k):
+        axes[0, j].imshow(varied[j, 0].numpy(), cmap="gray", vmin=-1, vmax=11)
+        axes[0, j].set_title(f"a = {float(contrast[j]):g}\nb = {float(brightness[j]):g}".replace("-", "−"),
+                             fontsize=12)
+        axes[1, j].imshow(normalised[j, 0].numpy(), cmap="gray", vmin=-2.5, vmax=2.5)
+        for ax in axes[:, j]:
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.grid(False)
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+    axes[0, 0].set_ylabel("a·x + b\ninput · 输入", fontsize=12)
+    axes[1, 0].set_ylabel("IN(a·x + b)", fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def adain_images(content: torch.Tensor, style: torch.Tensor, out: torch.Tensor):
+    """The content image, the style image and AdaIN's output (RGB tensors of shape
+    (1, 3, H, W), clipped to [0, 1]).
+
+    Lesson 03."""
+    plt = _style()
+    fig, axes = plt.subplots(1, 3, figsize=(7.2, 3.0))
+    for ax, img, title in zip(axes, [content, style, out], ["content · 内容", "style · 风格", "AdaIN"]):
+        ax.imshow(img[0].permute(1, 2, 0).clamp(0, 1).numpy())
+        ax.set_title(title)
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def eps_placement(scales, inside_rms, outside_rms, eps: float):
+    r"""RMS of RMSNorm's output against the input's RMS, with epsilon inside the square root
+    (PyTorch) and outside it (the authors' code); the dotted line marks :math:`\sqrt\epsilon`.
+
+    Lesson 04."""
+    plt = _style()
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    ax.plot(scales, inside_rms, "o-", label="inside, PyTorch · 根号内: a / √(mean(a²) + ε)")
+    ax.plot(scales, outside_rms, "s--", label="outside, authors · 根号外，作者: a / (√mean(a²) + ε)")
+    ax.axvline(eps ** 0.5, color="grey", lw=1, ls=":")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.35)
+    ax.set_xlabel("RMS of the input token · 输入 token 的 RMS")
+    ax.set_ylabel("RMS of the output · 输出的 RMS")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def depth_gradients(grads: dict, depths, slopes: dict, key: str = "markov"):
+    r"""Per-layer :math:`\lVert\partial\mathcal L/\partial W_2^{(l)}
+Vert_F` at initialisation
+    for Post-LN and Pre-LN at each depth (``grads[key, position, L]``: seeds × layers, mean
+    with a min-to-max band), and the last layer's gradient against L on log-log axes with the
+    fitted ``slopes`` and the slope −1/2 of Xiong et al. (2020), Theorem 1. Two rows: the two
+    placements side by side, the log-log plot below.
+
+    Lesson 05."""
+    plt = _style()
+    fig = plt.figure(figsize=(9.6, 7.6))
+    grid = fig.add_gridspec(2, 2)
+    top = [fig.add_subplot(grid[0, 0])]
+    top.append(fig.add_subplot(grid[0, 1], sharey=top[0]))
+    ax = fig.add_subplot(grid[1, :])
+    colors = dict(zip(depths, ["#4c72b0", "#dd8452", "#c44e52", "#55a868"]))
+    for axis, position in zip(top, ["post", "pre"]):
+        for L in depths:
+            g = grads[key, position, L]
+            layers = torch.arange(1, L + 1)
+            axis.plot(layers, g.mean(0), "o-", ms=3, color=colors[L], label=f"L = {L}")
+            axis.fill_between(layers, g.min(0).values, g.max(0).values, color=colors[L], alpha=0.2)
+        axis.set_title(f"{position.capitalize()}-LN, init · 初始化")
+        axis.set_xlabel("layer l · 层 l")
+        axis.set_ylim(0, None)
+    top[0].legend(loc="upper right")
+    top[0].set_ylabel(r"$\|\partial \mathcal{L} / \partial W_2^{(l)}\|_F$")
+    last = {}
+    for position, color in [("post", "#4c72b0"), ("pre", "#c44e52")]:
+        last[position] = [grads[key, position, L].mean(0)[-1].item() for L in depths]
+        ax.loglog(depths, last[position], "o-", color=color,
+                  label=f"{position.capitalize()}-LN: slope · 斜率 {slopes[position]:.2f}")
+    ax.loglog(depths, [last["pre"][0] * (depths[0] / L) ** 0.5 for L in depths], ":", color="gray",
+              label="slope · 斜率 −0.5 (Theorem 1, Pre-LN)")
+    ax.set_xticks(depths, labels=[str(L) for L in depths])
+    lo, hi = min(min(v) for v in last.values()), max(max(v) for v in last.values())
+    ticks = [t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 2.0) if lo / 1.3 <= t <= hi * 1.3]
+    ax.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("number of layers L · 层数 L")
+    ax.set_title("last layer's FFN gradient · 最后一层 FFN 的梯度")
+    ax.legend(loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def loss_curves(groups: dict[str, list[dict]], chance: float, chance_label: str,
+                styles: dict[str, tuple[str, str]] | None = None, title: str | None = None):
+    """Training loss against step, one colour (and line style) per group of runs, one line per
+    seed (``groups`` maps a label to the results of
+    :func:`helpers.transformer.train_reversal`, with ``steps`` and ``loss``; "warmup" in a
+    label gets its Chinese), and the loss of a uniform guess ``chance`` dashed.
+
+    Lessons 05 and 06."""
+    from .plotting import bilingual
+
+    plt = _style()
+    fig, ax = plt.subplots(figsize=(8.4, 4.6))
+    colors = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974"]
+    for k, (label, results) in enumerate(groups.items()):
+        color, ls = (styles or {}).get(label, (colors[k % len(colors)], "-"))
+        shown = bilingual(label, [("no warmup", "无预热"), ("warmup", "预热")])
+        for i, r in enumerate(results):
+            ax.plot(r["steps"], r["loss"], color=color, ls=ls, lw=1.4, label=shown if i == 0 else None)
+    ax.axhline(chance, color="gray", ls="--", lw=1, label=chance_label)
+    ax.set_xlabel("step · 步")
+    ax.set_ylabel("training loss · 训练损失")
+    if title:
+        ax.set_title(title, fontsize=12)
+    ax.legend(loc="lower left")  # the curves start high and fall to the right
+    fig.tight_layout()
+    return fig
+
+
+def update_growth(updates: dict, depths, fits: dict, kinds=("post", "pre", "deepnorm")):
+    """RMS change of the features after one Adam step against depth L (log-log), mean over
+    seeds with a min-to-max band, for Post-LN, Pre-LN and DeepNorm, each with its fitted
+    power of L (``fits``).
+
+    Lesson 06."""
+    plt = _style()
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    names = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm"}
+    for kind, color in zip(kinds, ["#4c72b0", "#c44e52", "#55a868"]):
+        vals = torch.tensor([updates[kind, L] for L in depths])
+        ax.loglog(depths, vals.mean(1).numpy(), "o-", color=color,
+                  label=f"{names.get(kind, kind)}: ~ L^{fits[kind]:.2f}")
+        ax.fill_between(depths, vals.min(1).values.numpy(), vals.max(1).values.numpy(),
+                        color=color, alpha=0.2)
+    ax.set_xticks(depths, labels=[str(L) for L in depths])
+    ax.minorticks_off()
+    ax.set_xlabel("number of layers L · 层数 L")
+    ax.set_ylabel("RMS change, 1 step · 一步后的变化")
+    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the legend above the curves
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def bandwidth_roofline(working_sets, bandwidth, caches: dict, peak: float, points):
+    """(a) Copy bandwidth (GB/s) against the working set (MiB), with the cache sizes the
+    system reports dotted; (b) the roofline of one core, a cache roof (first bandwidth) and a
+    memory roof (last bandwidth) under the matmul peak ``peak`` (GFLOP/s), and the measured
+    norms ``points`` = ``[(name, FLOP/byte, GFLOP/s), ...]``, one marker each, named in the
+    legend (not next to the points, where they would overlap: several norms share one
+    intensity).
+
+    Lesson 07."""
+    from . import bench_norms as B
+
+    plt = _style()
+    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(9.6, 9.6), height_ratios=(1, 1.6))
+    ax0.plot(working_sets, bandwidth, "o-")
+    for name, size in caches.items():
+        ax0.axvline(size / 2**20, color="grey", ls=":", lw=1)
+        ax0.text(size / 2**20, 0.04, f" {name}", transform=ax0.get_xaxis_transform(), fontsize=11,
+                 color="#444444")
+    ax0.set(xscale="log", xlabel="working set: source + destination (MiB) · 工作集（源 + 目标）",
+            ylabel="copy · 复制 (GB/s)", title="(a) bandwidth · 带宽")
+    ax0.set_ylim(0, 1.15 * max(bandwidth))
+    intensity = [2 ** (k / 4) for k in range(-16, 33)]  # 1/16 to 256 FLOP/byte
+    for bw, label, style in [(bandwidth[0], "cache roof · 缓存带宽", "--"),
+                             (bandwidth[-1], "memory roof · 内存带宽", "-")]:
+        ax1.plot(intensity, B.roofline(intensity, peak, bw), style, color="C0", label=label)
+    markers = "osD^v<>ph*"
+    for k, (name, x, y) in enumerate(points):
+        ax1.plot(x, y, markers[k % len(markers)], ms=8, color=f"C{k + 1}", label=name)
+    ax1.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte) · 算术强度",
+            ylabel="GFLOP/s", title="(b) roofline · 屋顶线")
+    ax1.set_xlim(intensity[0], intensity[-1])
+    ax1.legend(loc="lower right", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def sync_spread(per_device, spread: dict):
+    """Standard deviation over many batches of the batch mean and the batch standard deviation
+    of standard normal values, on one device of b values and synchronised over all devices,
+    against b (``spread`` maps the four series to lists, one value per b).
+
+    Lesson 08."""
+    plt = _style()
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    labels = {"per-device mean": ("o-", "mean, per device · 单卡均值"),
+              "synced mean": ("o--", "mean, synced · 同步均值"),
+              "per-device std": ("s-", "std, per device · 单卡标准差"),
+              "synced std": ("s--", "std, synced · 同步标准差")}
+    for key, values in spread.items():
+        style, label = labels[key]
+        ax.plot(per_device, values, style, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(per_device, [str(b) for b in per_device])
+    ax.minorticks_off()
+    ax.set_xlabel("samples per device b · 每卡样本数 b")
+    ax.set_ylabel("std over batches · 跨批标准差")
+    ax.legend(loc="upper right")
     fig.tight_layout()
     return fig
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CJK_FAMILY", "FONT_DIR", "FONT_FILES", "IMAGES_DIR", "use_course_style",
+__all__ = ["CJK_FAMILY", "FONT_DIR", "FONT_FILES", "IMAGES_DIR", "MIN_TEXT_PT", "SLIDE_WIDTH",
+           "use_course_style", "bilingual", "english_words", "is_bilingual_or_neutral", "figure_texts",
+           "text_problems",
            "course_font_paths", "savefig"]
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -130,3 +132,129 @@ def savefig(fig, name: str, *, directory: str | Path | None = None, **kwargs) ->
     metadata = {"Software": None, **kwargs.pop("metadata", {})}
     fig.savefig(path, format="png", metadata=metadata, **kwargs)
     return path
+
+
+# --------------------------------------------------------------------------------------
+# legibility checks: every figure readable when projected, labels in both languages
+# --------------------------------------------------------------------------------------
+
+#: Smallest text size (points) at the figure's size once it is scaled to :data:`SLIDE_WIDTH`.
+MIN_TEXT_PT = 10.5
+#: Width (inches, at 100 dpi) that a slide gives a figure: a wider figure is scaled down.
+SLIDE_WIDTH = 9.6
+
+#: Words that read the same in both languages: layer names, abbreviations, units, symbols.
+NEUTRAL_WORDS = {
+    "batchnorm", "layernorm", "instancenorm", "groupnorm", "rmsnorm", "deepnorm", "syncbatchnorm",
+    "weightnorm", "post", "pre", "ln", "bn", "gn", "in", "wn", "ws", "qk", "norm", "adain", "ffn",
+    "attention", "dyt", "tanh", "relu", "gelu", "rms", "std", "var", "max", "min", "log", "exp",
+    "sqrt", "mean", "adam", "sgd", "lr", "eps", "kib", "mib", "gib", "gb", "flop", "gflop",
+    "nats", "cnn", "mlp", "resnet", "imagenet", "gemma", "peri", "olmo", "dyt", "alpha", "beta", "theorem", "eq", "fig", "init", "id", "test",
+    "train", "eval", "torch", "numpy", "softmax", "logit", "logits", "llama", "gpt", "per",
+}
+
+
+def _has_cjk(text: str) -> bool:
+    return any("\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" for ch in text)
+
+
+def english_words(text: str) -> list[str]:
+    """The words of ``text`` (outside ``$...$`` math and code names such as ``layer_norm``
+    or ``eval()``) that are English rather than symbols, numbers or :data:`NEUTRAL_WORDS`:
+    runs of three or more Latin letters."""
+    import re
+
+    plain = re.sub(r"\$[^$]*\$", " ", text)
+    plain = re.sub(r"\w*_\w*|\w+\(\)", " ", plain)  # code: layer_norm, var_mean, eval()
+    words = re.findall(r"[A-Za-z]{3,}", plain)
+    return [w for w in words if w.lower() not in NEUTRAL_WORDS]
+
+
+def is_bilingual_or_neutral(text: str) -> bool:
+    """True if ``text`` holds Chinese characters or no English word (:func:`english_words`)."""
+    return _has_cjk(text) or not english_words(text)
+
+
+def bilingual(label: str, glossary: list[tuple[str, str]]) -> str:
+    """``label`` followed by `` · `` and its Chinese, made by replacing each English phrase
+    of ``glossary`` (pairs, longest first) in turn; a label that already holds Chinese, or
+    that no phrase matches, is returned as it is.
+
+    >>> bilingual("Post-LN, no warmup", [("no warmup", "无预热")])
+    'Post-LN, no warmup · Post-LN, 无预热'
+    """
+    if _has_cjk(label):
+        return label
+    zh = label
+    for en, cn in glossary:
+        zh = zh.replace(en, cn)
+    return label if zh == label else f"{label} · {zh}"
+
+
+def figure_texts(fig) -> list:
+    """The text artists of ``fig`` that are drawn: titles, axis labels, tick labels of the
+    ticks inside the view, offset texts, legend texts, annotations and free texts; visible,
+    non-empty, and inside the figure. Draws the figure (Agg) first."""
+    from matplotlib.axis import Axis
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    tick_labels, drawn_ticks = set(), []
+    for axis in fig.findobj(Axis):
+        for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+            tick_labels.update({id(tick.label1), id(tick.label2)})
+        if not (axis.axes.axison and axis.axes.get_visible() and axis.get_visible()):
+            continue  # ax.axis("off") or a hidden panel: no tick labels drawn
+        for tick in axis._update_ticks():  # the ticks that are drawn
+            drawn_ticks += [t for t in (tick.label1, tick.label2) if t.get_visible()]
+    width, height = fig.bbox.width, fig.bbox.height
+    out = []
+    for t in [t for t in fig.findobj(Text) if id(t) not in tick_labels] + drawn_ticks:
+        if not t.get_visible() or not t.get_text().strip() or t in out:
+            continue
+        if hasattr(t, "get_figure") and t.get_figure(root=True) is None:
+            continue
+        box = t.get_window_extent(renderer)
+        if box.x1 < 0 or box.y1 < 0 or box.x0 > width or box.y0 > height:
+            continue
+        out.append(t)
+    return out
+
+
+def text_problems(fig, min_pt: float = MIN_TEXT_PT, slide_width: float = SLIDE_WIDTH,
+                  tolerance_px: float = 1.0) -> list[str]:
+    """What makes ``fig`` hard to read when projected, one line each (empty when none):
+
+    - a text smaller than ``min_pt`` points once the figure is scaled down to
+      ``slide_width`` inches (a figure that is narrower keeps its size);
+    - two texts whose rendered boxes (``get_window_extent``) overlap by more than
+      ``tolerance_px`` pixels in both directions;
+    - a text that is only English (:func:`is_bilingual_or_neutral`);
+    - a text that reaches outside the figure (cut off when saved, or widening the picture
+      when the notebook crops it to its contents, so that it is scaled down on a slide).
+    """
+    texts = figure_texts(fig)
+    renderer = fig.canvas.get_renderer()
+    scale = min(1.0, slide_width / fig.get_figwidth())
+    problems = []
+    for t in texts:
+        size = t.get_fontsize() * scale
+        if size < min_pt - 1e-9:
+            problems.append(f"too small ({t.get_fontsize():g} pt, {size:.1f} pt on a slide): "
+                            f"{t.get_text()!r}")
+        if not is_bilingual_or_neutral(t.get_text()):
+            problems.append(f"English only: {t.get_text()!r}")
+    boxes = [(t, t.get_window_extent(renderer)) for t in texts]
+    width, height = fig.bbox.width, fig.bbox.height
+    for t, box in boxes:
+        if (box.x0 < -tolerance_px or box.y0 < -tolerance_px or box.x1 > width + tolerance_px
+                or box.y1 > height + tolerance_px):
+            problems.append(f"outside the figure: {t.get_text()!r}")
+    for i, (a, ba) in enumerate(boxes):
+        for b, bb in boxes[i + 1:]:
+            dx = min(ba.x1, bb.x1) - max(ba.x0, bb.x0)
+            dy = min(ba.y1, bb.y1) - max(ba.y0, bb.y0)
+            if dx > tolerance_px and dy > tolerance_px:
+                problems.append(f"overlap: {a.get_text()!r} and {b.get_text()!r}")
+    return problems

@@ -33,7 +33,7 @@ def _steps(order: list[str], layout: str) -> list[tuple[str, str]]:
     return boxes
 
 
-def draw_layouts(orders: dict[str, tuple[str, list[str]]], figsize=(11, 5.2)):
+def draw_layouts(orders: dict[str, tuple[str, list[str]]], figsize=(9.6, 6.4)):
     """One column per model: ``orders`` maps a column title to ``(layout, module_order)``
     (:func:`helpers.transformer.module_order`). Boxes bottom to top in the recorded order;
     norm boxes yellow, '+ x' the residual addition, the final norm on top when present."""
@@ -42,17 +42,17 @@ def draw_layouts(orders: dict[str, tuple[str, list[str]]], figsize=(11, 5.2)):
     for col, (title, (layout, order)) in enumerate(orders.items()):
         boxes = _steps(order, layout)
         if "final_norm" in order:
-            boxes += [("…", "add"), ("final Norm", "final")]
+            boxes += [("…", "add"), ("final · 最后 Norm", "final")]
         for row, (text, kind) in enumerate(boxes):
             x, y = col * 1.0, row * 0.62
             ax.add_patch(FancyBboxPatch((x + 0.1, y + 0.08), 0.8, 0.44,
                                         boxstyle="round,pad=0.02", fc=_COLORS[kind],
                                         ec="#333333" if kind != "add" else "none", lw=1))
-            ax.text(x + 0.5, y + 0.30, text, ha="center", va="center", fontsize=11)
+            ax.text(x + 0.5, y + 0.30, text, ha="center", va="center", fontsize=12)
             if row:
                 ax.annotate("", (x + 0.5, y + 0.08), (x + 0.5, y - 0.08),
                             arrowprops=dict(arrowstyle="-|>", color="#555555", lw=1))
-        ax.text(col + 0.5, -0.35, title, ha="center", va="top", fontsize=11)
+        ax.text(col + 0.5, -0.35, title, ha="center", va="top", fontsize=12)
     ax.set_xlim(0, n)
     ax.set_ylim(-1.3, 11 * 0.62)
     ax.axis("off")
@@ -61,15 +61,20 @@ def draw_layouts(orders: dict[str, tuple[str, list[str]]], figsize=(11, 5.2)):
 
 
 def plot_runs(runs: dict[str, list[dict]], keys=("max_logit", "entropy", "loss"),
-              ylabels=None, logy=("max_logit",), figsize=(12, 3.8)):
+              ylabels=None, logy=("max_logit",), figsize=None):
     """One panel per history key, one colour per run group (``runs`` maps a label to the
     list of per-seed results of :func:`helpers.transformer.train_lm`), one line per seed."""
     ylabels = ylabels or {"max_logit": "max attention logit · 最大注意力 logit",
                           "entropy": "attention entropy · 注意力熵 (nats)",
                           "loss": "training loss · 训练损失", "log_z": "log Z"}
     colors = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974"]
-    fig, axes = plt.subplots(1, len(keys), figsize=figsize, squeeze=False)
-    axes = axes[0]
+    cols = min(len(keys), 2)  # two panels a row at most, so that the text stays large
+    rows = -(-len(keys) // cols)
+    figsize = figsize or ((9.6, 3.6 * rows + 0.8) if len(keys) > 1 else (7.2, 4.2))
+    fig, axes = plt.subplots(rows, cols, figsize=figsize, squeeze=False)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    axes = axes.flat
     for ax, key in zip(axes, keys):
         for color, (label, results) in zip(colors, runs.items()):
             for i, r in enumerate(results):
@@ -81,22 +86,32 @@ def plot_runs(runs: dict[str, list[dict]], keys=("max_logit", "entropy", "loss")
         ax.set_ylabel(ylabels.get(key, key))
     handles, labels = axes[0].get_legend_handles_labels()
     if len(keys) > 1:
-        fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), frameon=False)
-        fig.tight_layout(rect=(0, 0, 1, 0.88))
+        if len(keys) % 2:  # the empty last panel holds the legend
+            axes[len(keys)].set_visible(True)
+            axes[len(keys)].axis("off")
+            axes[len(keys)].legend(handles, labels, loc="center", frameon=False)
+            fig.tight_layout()
+        else:
+            fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 2), frameon=False)
+            fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
     else:
-        axes[0].legend(handles, labels, loc="center right", fontsize=9)
+        axes[0].legend(handles, labels, loc="center right")  # curves start high, end low or flat
         fig.tight_layout()
     return fig
 
 
-def plot_norm_scatter(samples, fits=None, max_points: int = 3000, figsize=(12, 3.4)):
+def plot_norm_scatter(samples, fits=None, max_points: int = 3000, figsize=None):
     """LayerNorm input (x) against output before the affine step (y), one panel per norm
     layer (``samples`` from :func:`helpers.transformer.layer_norm_samples`), with the best
     :math:`a\\tanh(\\alpha x) + b` curve of ``fits`` (from :func:`tanh_fit`) in red."""
     import torch
 
-    fig, axes = plt.subplots(1, len(samples), figsize=figsize, squeeze=False)
-    for i, (ax, (name, x, y)) in enumerate(zip(axes[0], samples)):
+    cols = min(len(samples), 2)
+    rows = -(-len(samples) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=figsize or (9.6, 3.4 * rows), squeeze=False)
+    for ax in axes.flat[len(samples):]:
+        ax.set_visible(False)
+    for i, (ax, (name, x, y)) in enumerate(zip(axes.flat, samples)):
         step = max(1, math.ceil(len(x) / max_points))
         ax.scatter(x[::step].numpy(), y[::step].numpy(), s=2, alpha=0.35, color="#4c72b0")
         if fits is not None:
@@ -104,14 +119,17 @@ def plot_norm_scatter(samples, fits=None, max_points: int = 3000, figsize=(12, 3
             grid = torch.linspace(float(x.min()), float(x.max()), 200, dtype=torch.float64)
             ax.plot(grid.numpy(), (f["a"] * torch.tanh(f["alpha"] * grid) + f["b"]).numpy(),
                     color="#c44e52", lw=1.5)
-        ax.set_title(name.replace("blocks.", "block ").replace(".", " · "), fontsize=10)
+        block, _, module = name.replace("blocks.", "").partition(".")
+        ax.set_title(f"block · 块 {block}: {module}", fontsize=12)
+    for ax in axes[-1]:
         ax.set_xlabel("input x · 输入")
-    axes[0][0].set_ylabel("output · 输出 (x − μ)/σ")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("(x − μ)/σ")
     fig.tight_layout()
     return fig
 
 
-def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figsize=(6, 3.6)):
+def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figsize=(9.2, 3.8)):
     """Final loss against learning rate (log-log), one line per label of ``final_losses``,
     and the loss of a uniform guess ``chance`` dotted."""
     fig, ax = plt.subplots(figsize=figsize)
@@ -122,7 +140,7 @@ def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figs
     ax.set_yscale("log")
     ax.set_xlabel("learning rate · 学习率")
     ax.set_ylabel("final loss · 最终损失")
-    ax.legend(loc="lower left", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the axes: the curves fill them
     fig.tight_layout()
     return fig
 
@@ -139,8 +157,9 @@ def plot_stream_rms(stream: dict, figsize=(6, 3.6)):
         ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in trained], "o-", color=color,
                 label=f"{layout}, trained · 训练后")
         ax.set_xticks(list(depth))
+    ax.plot([], [], ":", color="gray", label="dotted: init · 点线：初始化")
     ax.set_xlabel("block · 块 (0 = embeddings · 嵌入)")
-    ax.set_ylabel("stream RMS · 残差流均方根 (dotted · 点线: init · 初始化)")
-    ax.legend()
+    ax.set_ylabel("stream RMS · 残差流均方根")
+    ax.legend(loc="center right")
     fig.tight_layout()
     return fig

@@ -669,6 +669,10 @@ def layer_output_stats(model: nn.Sequential, x: Tensor) -> list[tuple[Tensor, Te
     return stats
 
 
+# short tick labels for :func:`plot_grid` (the full names are in :data:`VARIANTS`)
+_SHORT = {"bn": "BN", "wn": "WN", "wn_mobn": "WN +\nmean BN\n均值 BN", "gn": "GN", "gn_ws": "GN + WS"}
+
+
 def plot_grid(rows: list[dict], variants=tuple(VARIANTS)):
     """Figure: test error (%) of each variant at each batch size, one dot per seed and a bar
     at the mean (the rows of :func:`variant_grid`). Returns the figure. Used in lesson 11."""
@@ -678,20 +682,22 @@ def plot_grid(rows: list[dict], variants=tuple(VARIANTS)):
 
     use_course_style()
     sizes = sorted({r["batch_size"] for r in rows}, reverse=True)
-    fig, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 4.2), sharey=True)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(9.6, 4.8), sharey=True)
     axes = [axes] if len(sizes) == 1 else axes
     for ax, b in zip(axes, sizes):
         for i, v in enumerate(variants):
             errs = [r["error"] for r in rows if r["variant"] == v and r["batch_size"] == b]
             ax.bar(i, sum(errs) / len(errs), color=f"C{i}", alpha=0.35)
             ax.plot([i] * len(errs), errs, "o", color=f"C{i}")
-        ax.set_xticks(range(len(variants)), [VARIANTS[v].replace(" (data-dependent init)", "")
-                                             .replace(" + ", "\n+ ") for v in variants])
+        ax.set_xticks(range(len(variants)), [_SHORT.get(v, VARIANTS[v]) for v in variants])
         ax.set_title(f"batch size {b} · 批大小 {b}")
         ax.set_yscale("log")
-        ax.set_ylabel("test error % (log scale) · 测试错误率")
+    axes[0].set_ylabel("test error %, log · 测试错误率（对数）")
     fig.tight_layout()
     return fig
+
+
+_SHAPE_NAMES = {"skewed": "偏斜", "bimodal": "双峰"}
 
 
 def plot_shapes(samples: dict[str, Tensor], normalised: dict[str, Tensor], bins: int = 60):
@@ -702,12 +708,13 @@ def plot_shapes(samples: dict[str, Tensor], normalised: dict[str, Tensor], bins:
     from .plotting import use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(len(samples), 2, figsize=(11, 3.0 * len(samples)))
+    fig, axes = plt.subplots(len(samples), 2, figsize=(9.6, 3.4 * len(samples)), squeeze=False)
     for row, name in zip(axes, samples):
         for ax, data, when in zip(row, (samples[name], normalised[name]),
                                   ("before · 归一化前", "after · 归一化后")):
             ax.hist(data.flatten().numpy(), bins=bins, color="C0" if "before" in when else "C1")
             skew, kurt = moments(data.flatten())
-            ax.set_title(f"{name}, {when}: skew {float(skew):.2f}, kurtosis {float(kurt):.2f}")
+            ax.set_title(f"{name} · {_SHAPE_NAMES.get(name, name)}, {when}\nskew · 偏度 {float(skew):.2f}, kurtosis · 峰度 {float(kurt):.2f}",
+                         fontsize=12)
     fig.tight_layout()
     return fig

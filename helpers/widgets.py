@@ -92,13 +92,22 @@ class Explorer(widgets.VBox):
     construction, then again whenever a slider's ``value`` changes. Its plain-text form
     (what a notebook shows without a running kernel, and what a test compares) is one line:
     ``Explorer: <title_en> (needs a running kernel) / 交互探索：<title_zh>（需要运行中的内核）``.
+
+    With ``picture=True``, showing the explorer in a notebook (the last line of a cell, or
+    ``display``) first shows the figure for the starting values as an ordinary PNG output,
+    then the widget: the stored notebook, its HTML and slide editions, and JupyterLab without
+    a running kernel then show a picture where the live widget cannot be drawn.
     """
 
+    #: text/plain of the starting figure's output
+    PICTURE_TEXT = "starting figure of the explorer / 交互探索的初始图"
+
     def __init__(self, title_en: str, title_zh: str, controls: dict[str, widgets.Widget],
-                 draw: Callable[..., tuple[object, str]]) -> None:
+                 draw: Callable[..., tuple[object, str]], picture: bool = True) -> None:
         if not controls:
             raise ValueError("an explorer needs at least one control")
         self._title_en, self._title_zh = title_en, title_zh
+        self.picture = picture
         self.controls = dict(controls)
         self._draw = draw
         self.image = widgets.Image(format="png")
@@ -120,6 +129,20 @@ class Explorer(widgets.VBox):
 
     def _on_change(self, change) -> None:
         self.refresh()
+
+    def picture_bundle(self) -> dict:
+        """The current figure as a display bundle: base64 PNG and a short text."""
+        import base64
+
+        return {"image/png": base64.b64encode(self.image.value).decode("ascii"),
+                "text/plain": self.PICTURE_TEXT}
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        if self.picture:
+            display(self.picture_bundle(), raw=True)
+        display(self._repr_mimebundle_(), raw=True)
 
     def __repr__(self) -> str:
         return (f"Explorer: {self._title_en} (needs a running kernel) / "
@@ -235,29 +258,29 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
     r = batch_statistics_spread(batch_size)
     grid = _bn_spreads(tuple(sizes))
     bs = [s["batch_size"] for s in grid]
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.6, 4.6))
     ax0.loglog(bs, [s["mean_spread"] for s in grid], "o", color="#4c72b0",
-               label="sd of batch mean (measured)")
+               label="std(μ_B), measured · 实测")
     ax0.loglog(bs, [s["mean_theory"] for s in grid], "-", color="#4c72b0", lw=1,
                label="σ/√B")
     ax0.loglog(bs, [s["std_spread"] for s in grid], "s", color="#dd8452",
-               label="sd of batch std (measured)")
+               label="std(σ_B), measured · 实测")
     ax0.loglog(bs, [s["std_theory"] for s in grid], "--", color="#dd8452", lw=1,
-               label="theory (≈ σ/√(2B))")
+               label="≈ σ/√(2B)")
     ax0.loglog([r["batch_size"]] * 2, [r["mean_spread"], r["std_spread"]], "o", ms=14,
                mfc="none", mec="k", mew=1.5)
-    ax0.set_xlabel("batch size B")
-    ax0.set_ylabel("spread across batches")
-    ax0.set_title("noise of the batch statistics (σ = 1)")
-    ax0.legend(fontsize=9)
+    ax0.set_xlabel("batch size B · 批大小 B")
+    ax0.set_ylabel("spread across batches · 跨批波动")
+    ax0.set_title("σ = 1", fontsize=12)
+    ax0.legend(loc="lower left")
     k = 400
     ax1.plot(r["x_hat_population"][:k].numpy(), r["x_hat_batch"][:k].numpy(), ".", alpha=0.5, color="#c44e52")
     ax1.plot([-3.5, 3.5], [-3.5, 3.5], "k--", lw=1)
     ax1.set_xlim(-3.5, 3.5)
     ax1.set_ylim(-4.5, 4.5)
-    ax1.set_xlabel("x̂ with population statistics")
-    ax1.set_ylabel("x̂ with batch statistics")
-    ax1.set_title(f"one value, normalised in its batch (B = {r['batch_size']})")
+    ax1.set_xlabel("x̂, population · 用总体统计量")
+    ax1.set_ylabel("x̂, batch · 用批统计量")
+    ax1.set_title(f"B = {r['batch_size']}", fontsize=12)
     fig.tight_layout()
     html = _table([
         ("batch size B", str(r["batch_size"])),
@@ -332,28 +355,28 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
     r = layer_norm_shrinkage(input_std, eps)
     ref = layer_norm_shrinkage(input_std, 0.0)
     s_grid = torch.logspace(-6, 2, 200, dtype=torch.float64)
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.6, 4.6))
     ax0.semilogx(s_grid.numpy(), (s_grid / (s_grid ** 2 + eps).sqrt()).numpy(), "-", color="#4c72b0",
                  label="s / √(s² + ε)")
     pts = [10.0 ** k for k in range(-6, 3)]
     ax0.semilogx(pts, [layer_norm_shrinkage(p, eps, tokens=8)["output_std"] for p in pts], "o",
-                 color="#4c72b0", label="measured")
+                 color="#4c72b0", label="measured · 实测")
     if eps > 0:
         ax0.axvline(math.sqrt(eps), color="grey", ls=":", lw=1, label="s = √ε")
     ax0.plot([input_std], [r["output_std"]], "o", ms=13, mfc="none", mec="k", mew=1.5)
     ax0.set_ylim(-0.05, 1.1)
-    ax0.set_xlabel("std of the input token s")
-    ax0.set_ylabel("std of LayerNorm's output")
+    ax0.set_xlabel("input std s · 输入标准差 s")
+    ax0.set_ylabel("output std · 输出标准差")
     ax0.set_title(f"ε = {eps:.0e}")
-    ax0.legend(fontsize=9, loc="upper left")
+    ax0.legend(loc="upper left")
     idx = torch.arange(16).numpy()
     ax1.bar(idx - 0.2, ref["output"][0, :16].numpy(), width=0.4, color="#bbbbbb", label="ε = 0")
     ax1.bar(idx + 0.2, r["output"][0, :16].numpy(), width=0.4, color="#c44e52", label=f"ε = {eps:.0e}")
     ax1.set_ylim(-3, 3)
-    ax1.set_xlabel("feature i")
-    ax1.set_ylabel("LN(a)_i")
-    ax1.set_title(f"one token with std s = {input_std:.1e}")
-    ax1.legend(fontsize=9)
+    ax1.set_xlabel("feature i · 特征 i")
+    ax1.set_ylabel("LN(a)ᵢ")
+    ax1.set_title(f"one token · 一个 token, s = {input_std:.1e}", fontsize=12)
+    ax1.legend(loc="lower right")
     fig.tight_layout()
     html = _table([
         ("input std s, eps", f"{input_std:.2e}, {eps:.0e}"),
@@ -377,7 +400,7 @@ def ln_eps_explorer(input_std: float = 1e-3, eps: float = 1e-5) -> Explorer:
                                          max=1, step=0.25, readout_format=".1e"),
                      "eps": slider("log", "eps", eps, base=10, min=-12, max=-1, step=0.5,
                                    readout_format=".0e")},
-                    ln_eps_figure)
+                    ln_eps_figure, picture=False)  # lesson 02 shows the starting figure above
 
 
 # --------------------------------------------------------------------------------------
@@ -444,27 +467,28 @@ def group_norm_figure(num_groups: int = 3, num_channels: int = 12):
     c = num_channels
     r = group_norm_channels(x, num_groups)
     groups = r["group"].numpy()
-    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(9, 4.6), height_ratios=(1, 3))
+    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(9.6, 5.4), height_ratios=(1, 3))
     ax0.imshow(groups[None, :] % 10, cmap="tab10", vmin=0, vmax=9, aspect="auto")
     for ch, gid in enumerate(groups):
-        ax0.text(ch, 0, str(gid), ha="center", va="center", color="white", fontsize=10)
+        ax0.text(ch, 0, str(gid), ha="center", va="center", color="white", fontsize=12)
     ax0.set_yticks([])
     ax0.set_xticks(range(c))
     ax0.grid(False)
     label = "  (= LayerNorm)" if num_groups == 1 else "  (= InstanceNorm)" if num_groups == c else ""
-    ax0.set_title(f"G = {num_groups}: {c // num_groups} channels per group{label}")
+    ax0.set_title(f"G = {num_groups}: {c // num_groups} channels per group · 每组 {c // num_groups} 个通道"
+                  f"{label}")
     colors = plt.get_cmap("tab10")(groups % 10)
     chans = np.arange(c)
     ax1.bar(chans - 0.2, r["channel_mean"][0].numpy(), width=0.4, color=colors,
-            label="mean of the output channel")
+            label="mean · 输出通道均值")
     ax1.bar(chans + 0.2, r["channel_std"][0].numpy(), width=0.4, color=colors, alpha=0.45,
-            hatch="//", label="std of the output channel")
+            hatch="//", label="std · 输出通道标准差")
     ax1.axhline(0, color="k", lw=0.8)
     ax1.axhline(1, color="grey", lw=0.8, ls=":")
     ax1.set_xticks(range(c))
-    ax1.set_xlabel("channel c (colour = group)")
+    ax1.set_xlabel("channel c (colour = group) · 通道 c（颜色 = 组）")
     ax1.set_ylim(-2.2, 2.2)
-    ax1.legend(fontsize=9, loc="lower right")
+    ax1.legend(loc="lower right", ncol=2)
     fig.tight_layout()
     theirs = F.group_norm(x, num_groups)
     rows = [("G, channels per group", f"{num_groups}, {c // num_groups}"),
@@ -555,26 +579,26 @@ def rms_mean_figure(mean_offset: float = 2.0):
     plt = _style()
     r = rms_mean_offset(mean_offset)
     m_grid = torch.linspace(0, 8, 161, dtype=torch.float64)
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.6, 4.6))
     ax0.plot(m_grid.numpy(), (1 / (1 + m_grid ** 2 + 1e-6).sqrt()).numpy(), "-", color="#c44e52",
              label="RMSNorm: 1/√(1 + m²)")
     ax0.plot(m_grid.numpy(), (torch.ones_like(m_grid) / math.sqrt(1 + 1e-6)).numpy(), "-", color="#4c72b0",
              label="LayerNorm: 1")
     ax0.plot([mean_offset] * 2, [r["rms_std"], r["ln_std"]], "o", ms=11, mfc="none",
-             mec="k", mew=1.5, label="measured")
-    ax0.set_ylim(0, 1.1)
-    ax0.set_xlabel("mean offset m = μ/σ of the token")
-    ax0.set_ylabel("std of the output over features")
-    ax0.set_title("what is left of the features' variation")
-    ax0.legend(fontsize=9)
+             mec="k", mew=1.5, label="measured · 实测")
+    ax0.set_ylim(0, 1.6)  # the legend sits above the LayerNorm line at 1
+    ax0.set_xlabel("mean offset m = μ/σ · 均值偏移 m")
+    ax0.set_ylabel("output std · 输出标准差")
+    ax0.set_title("variation left · 剩余的波动", fontsize=12)
+    ax0.legend(loc="upper right")
     idx = torch.arange(16).numpy()
-    ax1.plot(idx, r["input"][0, :16].numpy(), "o:", color="grey", label="input a")
+    ax1.plot(idx, r["input"][0, :16].numpy(), "o:", color="grey", label="input a · 输入 a")
     ax1.plot(idx, r["ln"][0, :16].numpy(), "s-", color="#4c72b0", label="LayerNorm(a)")
     ax1.plot(idx, r["rms"][0, :16].numpy(), "^-", color="#c44e52", label="RMSNorm(a)")
     ax1.set_ylim(-3, 11)
-    ax1.set_xlabel("feature i")
-    ax1.set_title(f"one token, m = {mean_offset:g}")
-    ax1.legend(fontsize=9, loc="upper right")
+    ax1.set_xlabel("feature i · 特征 i")
+    ax1.set_title(f"one token · 一个 token, m = {mean_offset:g}", fontsize=12)
+    ax1.legend(loc="upper right")
     fig.tight_layout()
     html = _table([
         ("m = mu/sigma", f"{mean_offset:g}"),
@@ -597,7 +621,7 @@ def rms_mean_explorer(mean_offset: float = 2.0) -> Explorer:
     return Explorer("token mean vs RMSNorm and LayerNorm", "token 均值与 RMSNorm、LayerNorm",
                     {"mean_offset": slider("float", "mean offset m = μ/σ", float(mean_offset),
                                            min=0.0, max=8.0, step=0.25)},
-                    rms_mean_figure)
+                    rms_mean_figure, picture=False)  # lesson 04 shows the starting figure above
 
 
 # --------------------------------------------------------------------------------------
@@ -663,9 +687,10 @@ def pre_post_ln_figure(num_layers: int = 12, seeds: tuple[int, ...] = (0, 1, 2))
         ax.fill_between(layers, g.min(0), g.max(0), color=color, alpha=0.2)
         rows.append((f"{name}: first, last, last/first (mean of {len(seeds)} seeds)",
                      f"{mean[0]:.3f}, {mean[-1]:.3f}, {mean[-1] / mean[0]:.2f}"))
-    ax.set_xlabel("layer index l")
-    ax.set_ylabel("‖∂L/∂W₂‖ at initialisation")
-    ax.set_title(f"L = {num_layers} layers (d = 32, mean of {len(seeds)} seeds, band: min to max)")
+    ax.set_xlabel("layer l · 层 l")
+    ax.set_ylabel("‖∂L/∂W₂‖, init · 初始化")
+    ax.set_title(f"L = {num_layers}, d = 32: mean of {len(seeds)} seeds · {len(seeds)} 个种子的均值",
+                 fontsize=12)
     ax.set_ylim(0, None)
     ax.set_xlim(0.5, max(num_layers, 2) + 0.5)
     ax.legend()

@@ -340,3 +340,75 @@ def test_depth_explorer_shows_what_lesson_05_asks():
     for L in (12, 24):
         pre, post = mean_profile(L, "pre"), mean_profile(L, "post")
         assert pre[-1] / pre[0] < 1 < post[-1] / post[0]
+
+
+# ---- the starting figure as an ordinary output ---------------------------------------------
+
+def _shown(explorer, monkeypatch) -> list[dict]:
+    """The bundles that showing ``explorer`` in a notebook publishes, in order."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display",
+                        lambda obj, raw=False, **kw: shown.append(obj if raw else {"object": obj}))
+    explorer._ipython_display_()
+    return shown
+
+
+@pytest.mark.parametrize("make, draw", [
+    (W.bn_noise_explorer, W.bn_noise_figure),
+    (W.group_norm_explorer, W.group_norm_figure),
+    (lambda: W.pre_post_ln_explorer(3), lambda: W.pre_post_ln_figure(3)),
+])
+def test_explorer_shows_its_starting_figure_then_the_widget(make, draw, monkeypatch):
+    import base64
+
+    e = make()
+    first, second = _shown(e, monkeypatch)
+    # the picture: the PNG of the figure function at the starting values, drawn independently
+    assert set(first) == {"image/png", "text/plain"}
+    assert base64.b64decode(first["image/png"]) == W.figure_png(draw()[0])
+    assert first["text/plain"] == W.Explorer.PICTURE_TEXT
+    # then the widget itself, with its one-line text form
+    assert second["application/vnd.jupyter.widget-view+json"]["model_id"] == e.model_id
+    assert second["text/plain"] == repr(e)[:110] + ("…" if len(repr(e)) > 110 else "")
+
+
+def test_explorer_picture_follows_the_slider(monkeypatch):
+    import base64
+
+    e = W.group_norm_explorer()
+    e.controls["num_groups"].value = 4
+    first, _ = _shown(e, monkeypatch)
+    assert base64.b64decode(first["image/png"]) == W.figure_png(W.group_norm_figure(4)[0])
+
+
+@pytest.mark.parametrize("make", [W.ln_eps_explorer, W.rms_mean_explorer])
+def test_explorers_whose_lesson_shows_the_figure_above_show_only_the_widget(make, monkeypatch):
+    (only,) = _shown(make(), monkeypatch)
+    assert "application/vnd.jupyter.widget-view+json" in only
+
+
+def test_stored_explorer_cells_hold_a_picture_before_the_widget():
+    """In the committed lessons every explorer cell's outputs hold a PNG before the widget, so
+    the editions (which drop the widget view) and a kernel-less JupyterLab show a figure; in
+    lessons 02 and 04 the cell before the explorer holds it."""
+    from pathlib import Path
+
+    import nbformat
+
+    view = "application/vnd.jupyter.widget-view+json"
+    found = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb")):
+        cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        for k, cell in enumerate(cells):
+            kinds = [o.get("data", {}) for o in cell.get("outputs", [])]
+            widget_at = [i for i, d in enumerate(kinds) if view in d]
+            if not widget_at:
+                continue
+            found += 1
+            before = [d for d in kinds[:widget_at[0]] if "image/png" in d]
+            before += [o.get("data", {}) for o in cells[k - 1].get("outputs", [])
+                       if "image/png" in o.get("data", {})] if not before else []
+            assert before, f"{path.name}: explorer cell {k} has no picture before its widget"
+    assert found == 5
