@@ -930,7 +930,17 @@ def _record(args, argv: list[str] | None) -> int:
     from .results import write_results
 
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
-    torch.set_num_threads(1)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)  # measured, and recorded as the run's thread count, on one thread
+    try:
+        return _record_one_thread(args, argv, load_before)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _record_one_thread(args, argv: list[str] | None, load_before) -> int:
+    from .results import write_results
+
     rows = record_measurements(args.rows, args.cols, repeats=args.repeats)
     load_after = os.getloadavg() if hasattr(os, "getloadavg") else None
     target = write_results(
