@@ -927,8 +927,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _record(args, argv: list[str] | None) -> int:
-    from .results import write_results
-
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # measured, and recorded as the run's thread count, on one thread
