@@ -3,6 +3,7 @@
 References: the raw notebook JSON, and cell heights counted by hand."""
 
 import base64
+import copy
 import json
 import pathlib
 import zlib
@@ -83,14 +84,14 @@ def test_cell_px_counted_by_hand():
     # a figure shows at its size, scaled down to fit IMAGE_MAX (1200 x 520 px)
     code = nbformat.v4.new_code_cell("a = 1\nprint(a)", outputs=[
         nbformat.v4.new_output("stream", name="stdout", text="1\n2\n3\n"), _figure(600, 300)])
-    assert S.cell_px(code) == ((2 * S.CODE_PX + S.CELL_PX) + (3 * S.CODE_PX + S.CELL_PX)
+    assert S.cell_px(code) == ((2 * S.CODE_PX + S.CELL_PX) + (3 * S.CODE_PX + S.OUTPUT_PAD_PX + S.CELL_PX)
                                + S.IMAGE_PAD_PX + 300)
     assert S.image_px((2400, 600)) == 300          # half as wide, half as tall
     assert S.image_px((800, 1040)) == 520          # capped at 520 px
     assert S.image_px(None) == 520
     long = nbformat.v4.new_code_cell("x" * (S.CODE_CHARS + 1), outputs=[
         nbformat.v4.new_output("stream", name="stdout", text="line\n" * 100)])
-    assert S.cell_px(long) == (2 * S.CODE_PX + S.CELL_PX) + (100 * S.CODE_PX + S.CELL_PX)
+    assert S.cell_px(long) == (2 * S.CODE_PX + S.CELL_PX) + (100 * S.CODE_PX + S.OUTPUT_PAD_PX + S.CELL_PX)
 
 
 def test_output_only_tag_for_long_figure_cells():
@@ -109,7 +110,7 @@ def test_output_only_tag_for_long_figure_cells():
     assert nb.cells[2].metadata["tags"] == [slides.OUTPUT_ONLY_TAG]
     assert "tags" not in nb.cells[3].metadata
     # on the slide the tagged cell counts its figure only, so title and figure share a slide
-    assert slides.cell_px(nb.cells[2]) == slides.IMAGE_PAD_PX + 300
+    assert slides.cell_px(nb.cells[2]) == slides.IMAGE_PAD_PX + 300 + slides.CELL_PX
     assert nb.cells[2].metadata["slideshow"]["slide_type"] == "fragment"
     # the code shrinks (moved into a helper): the tag goes
     nb.cells[2].source = "figures.plot_it()"
@@ -166,7 +167,8 @@ def test_assign_slide_types_on_a_small_notebook():
         "slide", "slide", "skip", "-", "-", "fragment", "subslide", "subslide"]
     assert nb.metadata["rise"] == slides.RISE_SETTINGS
     P, B, C = slides.PROSE_PX, slides.BLOCK_PX, slides.CODE_PX + slides.CELL_PX
-    assert slides.slide_heights(nb) == [slides.HEADING_PX[1] + B + P + B + C + C, B + 30 * P]
+    out = slides.CODE_PX + slides.OUTPUT_PAD_PX + slides.CELL_PX  # the printed "1"
+    assert slides.slide_heights(nb) == [slides.HEADING_PX[1] + B + P + B + C + out, B + 30 * P]
 
 
 def test_setup_cell_rules():
@@ -176,3 +178,37 @@ def test_setup_cell_rules():
     assert not slides.is_setup(code("import torch\nfor i in range(2): pass"))
     printed = code("import torch", outputs=[nbformat.v4.new_output("stream", name="stdout", text="hi")])
     assert not slides.is_setup(printed)
+
+
+def test_split_for_slides_cuts_tall_cells_only_on_the_decks():
+    md = nbformat.v4.new_markdown_cell
+    rows = "\n".join(f"| {i} | row {i} |" for i in range(40))
+    en = md("## Table\n\n| n | what |\n|---|---|\n" + rows, metadata={"tags": ["lang-en"]})
+    zh = md("## 表\n\n| n | 内容 |\n|---|---|\n" + rows, metadata={"tags": ["lang-zh"]})
+    items = "\n".join(f"- item {i}" for i in range(40))
+    listed = md("Intro\n\n" + items, metadata={"tags": ["lang-en"]})
+    listed_zh = md("引言\n\n" + items, metadata={"tags": ["lang-zh"]})
+    printed = nbformat.v4.new_code_cell("for i in range(60): print(i)", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="".join(f"{i}\n" for i in range(60)))])
+    nb = nbformat.v4.new_notebook(cells=[en, zh, listed, listed_zh, printed])
+    before = copy.deepcopy(nb)
+    out = slides.split_for_slides(nb)
+    assert nb == before                                   # the notebook itself is untouched
+    nbformat.validate(out)
+    assert all(slides.cell_px(c) <= slides.SLIDE_PX for c in out.cells)
+    en_parts = [c for c in out.cells if "lang-en" in c.metadata.get("tags", [])]
+    zh_parts = [c for c in out.cells if "lang-zh" in c.metadata.get("tags", [])]
+    assert len(en_parts) == len(zh_parts) > 2              # twins cut alike
+    # every table piece keeps the header rows; every row and item shows exactly once
+    tables = [c.source for c in en_parts if "| n | what |" in c.source]
+    assert len(tables) >= 2 and all("|---|---|" in t for t in tables)
+    shown = "\n".join(c.source for c in en_parts)
+    assert all(shown.count(f"| {i} | row {i} |") == 1 for i in range(40))
+    assert all(shown.count(f"- item {i}\n") + shown.endswith(f"- item {i}") == 1 for i in range(40))
+    codes = [c for c in out.cells if c.cell_type == "code"]
+    assert len(codes) >= 2
+    assert "".join(o.text for c in codes for o in c.outputs) == "".join(f"{i}\n" for i in range(60))
+    assert slides.OUTPUT_ONLY_TAG not in codes[0].metadata.get("tags", [])  # the code, once
+    assert all(slides.OUTPUT_ONLY_TAG in c.metadata["tags"] for c in codes[1:])
+    assert all(c.metadata["slideshow"]["slide_type"] == "subslide" for c in codes[1:])
+    assert len({c.id for c in out.cells}) == len(out.cells)

@@ -35,7 +35,7 @@ import nbformat
 
 from .course import BUILD, IMAGES, NOTEBOOKS, ROOT, STATIC
 from .course import lessons as course_lessons
-from .slides import OUTPUT_ONLY_TAG, SLIDE_SIZE
+from .slides import OUTPUT_ONLY_TAG, SLIDE_SIZE, split_for_slides
 
 TEMPLATES = STATIC / "templates"
 
@@ -275,6 +275,8 @@ def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: 
         for path in lessons:
             start = time.perf_counter()
             source = nbformat.read(path, as_version=4)
+            if kind == "slides":
+                source = split_for_slides(source)
             nb = _for_static_page(single_language(source, lang), ".html" if kind == "html" else ".slides.html")
             if kind == "slides":
                 nb = _for_slides(nb)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ast
 import base64
+import copy
 import math
 import pathlib
 import re
@@ -49,7 +50,8 @@ PROSE_PX = 29              # one line of prose (22 px, line height 1.3)
 CHARS_PER_LINE = 82        # Latin characters per line of prose; a CJK character counts as 2
 CODE_PX = 22.5             # one line of code or text output (18 px, line height 1.25)
 CODE_CHARS = 106           # characters per code line before it wraps (DejaVu Sans Mono 18 px)
-CELL_PX = 24               # padding and margins around a code cell and around its output
+CELL_PX = 24               # padding and margins around a code cell and around its outputs
+OUTPUT_PAD_PX = 13         # padding of each text output
 BLOCK_PX = 16              # space between paragraphs, list items' blocks, headings
 HEADING_PX = {1: 70, 2: 60, 3: 48, 4: 40}
 FORMULA_PX = 50            # a display formula, one line
@@ -144,29 +146,28 @@ def markdown_px(text: str) -> float:
     return height
 
 
-def _outputs(cell: nbformat.NotebookNode) -> tuple[float, str]:
-    """Height of a code cell's figures and the text of its other outputs."""
-    images, text = 0.0, ""
-    for out in cell.get("outputs", []):
-        data = out.get("data", {})
-        if "image/png" in data:
-            images += IMAGE_PAD_PX + image_px(_png_size(data["image/png"]),
-                                              out.get("metadata", {}).get("image/png"))
-        elif "application/vnd.jupyter.widget-view+json" in data:
-            images += IMAGE_MAX[1]
-        elif out.get("output_type") == "error":
-            text += "\n".join(out.get("traceback", [])[-1:]) + "\n"
-        else:
-            chunk = out.get("text") or data.get("text/plain") or ""
-            text += "".join(chunk) if isinstance(chunk, list) else chunk
-    return images, text
+def _output_height(out: dict) -> float:
+    """Height of one output on a slide: a figure, or lines of text (a ``pre`` drops a
+    newline that opens it) with the padding of its own output box."""
+    data = out.get("data", {})
+    if "image/png" in data:
+        return IMAGE_PAD_PX + image_px(_png_size(data["image/png"]), out.get("metadata", {}).get("image/png"))
+    if "application/vnd.jupyter.widget-view+json" in data:
+        return IMAGE_MAX[1]
+    if out.get("output_type") == "error":
+        text = "\n".join(out.get("traceback", [])[-1:])
+    else:
+        text = out.get("text") or data.get("text/plain") or ""
+        text = "".join(text) if isinstance(text, list) else text
+    text = text.removeprefix("\n").rstrip("\n")
+    return _wrapped(text, CODE_CHARS) * CODE_PX + OUTPUT_PAD_PX if text.strip() else 0.0
 
 
 def output_px(cell: nbformat.NotebookNode) -> float:
-    """Estimated height of a code cell's outputs on a slide, in CSS px (0 if none)."""
-    images, text = _outputs(cell)
-    lines = _wrapped(text.rstrip("\n"), CODE_CHARS) if text.strip() else 0
-    return images + (lines * CODE_PX + CELL_PX if lines else 0)
+    """Estimated height of a code cell's outputs on a slide, in CSS px (0 if none): each
+    output's height (:func:`_output_height`), and the margin of the output area."""
+    heights = [_output_height(out) for out in cell.get("outputs", [])]
+    return sum(heights) + (CELL_PX if any(heights) else 0)
 
 
 def source_px(cell: nbformat.NotebookNode) -> float:
@@ -175,10 +176,11 @@ def source_px(cell: nbformat.NotebookNode) -> float:
 
 
 def output_only(cell: nbformat.NotebookNode) -> bool:
-    """Whether the decks show only the outputs of ``cell``: a code cell with outputs whose
-    code and outputs together are taller than a slide (its figure would fall below it)."""
-    return (cell.cell_type == "code" and bool(cell.get("outputs")) and output_px(cell) > 0
-            and source_px(cell) + output_px(cell) > SLIDE_PX)
+    """Whether the decks show only the outputs of ``cell``: a code cell whose code and
+    outputs together are taller than a slide (its figure would fall below it) while its
+    outputs alone fit. (Outputs taller than a slide are split instead: :func:`split_for_slides`.)"""
+    out = output_px(cell) if cell.cell_type == "code" and cell.get("outputs") else 0
+    return 0 < out <= SLIDE_PX < source_px(cell) + out
 
 
 def cell_px(cell: nbformat.NotebookNode) -> float:
@@ -278,6 +280,146 @@ def assign_slide_types(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             nb.cells[i].metadata.setdefault("slideshow", {})["slide_type"] = kind
     nb.metadata["rise"] = dict(RISE_SETTINGS)
     return nb
+
+
+def _markdown_blocks(text: str) -> list[str]:
+    """The blocks of a markdown cell (paragraphs, lists, tables, formulas, code fences),
+    split at blank lines outside ``$$`` formulas and code fences; a table taller than a
+    slide is cut into tables of fewer rows, each with the header rows."""
+    blocks, current, fence, formula = [], [], False, False
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
+            fence = not fence
+        formula ^= line.count("$$") % 2 == 1
+        if not line.strip() and not fence and not formula:
+            if current:
+                blocks.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    out = []
+    for block in blocks:
+        rows = block.splitlines()
+        if markdown_px(block) <= SLIDE_PX:
+            out.append(block)
+        elif len(rows) >= 4 and all(r.lstrip().startswith("|") for r in rows):
+            out += _cut(rows[2:], head=rows[:2])  # a table: its rows
+        elif any(_LIST_ITEM.match(r) for r in rows[1:]):
+            items = []  # a list: its items (with the lines that continue them)
+            for row in rows:
+                if _LIST_ITEM.match(row) or not items:
+                    items.append([row])
+                else:
+                    items[-1].append(row)
+            out += _cut(["\n".join(item) for item in items])
+        else:
+            out.append(block)
+    return out
+
+
+_LIST_ITEM = re.compile(r"(?:[-*+]|\d+[.)])\s")
+
+
+def _cut(rows: list[str], head: list[str] = ()) -> list[str]:
+    """``rows`` as blocks (each led by ``head``) that each fit a slide."""
+    blocks, chunk = [], []
+    for row in rows:
+        if chunk and markdown_px("\n".join([*head, *chunk, row])) > SLIDE_PX:
+            blocks.append("\n".join([*head, *chunk]))
+            chunk = []
+        chunk.append(row)
+    blocks.append("\n".join([*head, *chunk]))
+    return blocks
+
+
+def _pack(heights: list[float], first: float = SLIDE_PX, later: float = SLIDE_PX) -> list[int]:
+    """Indices where a new slide starts when items of ``heights`` are packed greedily into
+    a first slide of ``first`` px and more of ``later`` px."""
+    starts, used, budget = [0], 0.0, first
+    for i, h in enumerate(heights):
+        if i and used + h > budget:
+            starts.append(i)
+            used, budget = 0.0, later
+        used += h
+    return starts
+
+
+def _pieces(items: list, starts: list[int]) -> list[list]:
+    return [items[a:b] for a, b in zip(starts, starts[1:] + [len(items)])]
+
+
+def _continued(cell: nbformat.NotebookNode, k: int, **changes) -> nbformat.NotebookNode:
+    part = copy.deepcopy(cell)
+    part.update(changes)
+    if k:
+        part["id"] = f"{cell.get('id', 'cell')}-{k}"[:64]
+        part.metadata.setdefault("slideshow", {})["slide_type"] = "subslide"
+    return part
+
+
+def _split_code(cell: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """``cell`` as one or more cells whose outputs fit a slide each: text outputs are cut
+    between lines; the code shows on the first slide only."""
+    hidden = OUTPUT_ONLY_TAG in cell.metadata.get("tags", [])
+    items = []  # (height, output); text outputs one line each
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream" and out.get("text", "").strip():
+            text = out["text"]
+            for line in text.removeprefix("\n").splitlines(keepends=True):
+                items.append((_wrapped(line.rstrip("\n"), CODE_CHARS) * CODE_PX,
+                              nbformat.v4.new_output("stream", name=out.get("name", "stdout"), text=line)))
+        else:
+            items.append((_output_height(out), out))
+    first = SLIDE_PX - (0 if hidden else source_px(cell)) - CELL_PX - OUTPUT_PAD_PX
+    starts = _pack([h for h, _ in items], first, SLIDE_PX - CELL_PX - OUTPUT_PAD_PX)
+    if len(starts) == 1:
+        return [cell]
+    parts = []
+    for k, piece in enumerate(_pieces(items, starts)):
+        outputs = []
+        for _, out in piece:  # consecutive lines of one stream join again
+            if (outputs and out.get("output_type") == "stream" and outputs[-1].get("output_type") == "stream"
+                    and outputs[-1].get("name") == out.get("name")):
+                outputs[-1] = nbformat.v4.new_output("stream", name=out["name"], text=outputs[-1]["text"] + out["text"])
+            else:
+                outputs.append(out)
+        part = _continued(cell, k, outputs=outputs)
+        if k and OUTPUT_ONLY_TAG not in part.metadata.get("tags", []):
+            part.metadata["tags"] = [*part.metadata.get("tags", []), OUTPUT_ONLY_TAG]
+        parts.append(part)
+    return parts
+
+
+def split_for_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of the bilingual ``nb`` for the decks, in which no single cell is taller than
+    a slide: a markdown cell is cut between blocks (:func:`_markdown_blocks`) into cells that
+    each fit, and a code cell's long text output is cut between lines (:func:`_split_code`);
+    each continuation starts a ``subslide``. An English cell and its Chinese twin are cut at
+    the same blocks when they have the same blocks (else each on its own). The notebooks
+    themselves are not changed: ``tools.export`` applies this to the decks only."""
+    out = copy.deepcopy(nb)
+    cells = []
+    for group in _twins(nb):
+        group_cells = [copy.deepcopy(nb.cells[i]) for i in group]
+        first = group_cells[0]
+        if first.cell_type == "code":
+            cells += _split_code(first)
+            continue
+        if first.cell_type != "markdown" or max(map(cell_px, group_cells)) <= SLIDE_PX:
+            cells += group_cells
+            continue
+        blocks = [_markdown_blocks(c.source) for c in group_cells]
+        if len({len(b) for b in blocks}) == 1:
+            heights = [max(markdown_px(b[i]) for b in blocks) for i in range(len(blocks[0]))]
+            starts = [_pack(heights)] * len(blocks)
+        else:
+            starts = [_pack([markdown_px(x) for x in b]) for b in blocks]
+        for c, b, st in zip(group_cells, blocks, starts):
+            cells += [_continued(c, k, source="\n\n".join(piece)) for k, piece in enumerate(_pieces(b, st))]
+    out.cells = cells
+    return out
 
 
 def slide_heights(nb: nbformat.NotebookNode, lang: str = "lang-en") -> list[float]:
