@@ -177,10 +177,12 @@ def source_px(cell: nbformat.NotebookNode) -> float:
 
 def output_only(cell: nbformat.NotebookNode) -> bool:
     """Whether the decks show only the outputs of ``cell``: a code cell whose code and
-    outputs together are taller than a slide (its figure would fall below it) while its
-    outputs alone fit. (Outputs taller than a slide are split instead: :func:`split_for_slides`.)"""
+    outputs together are taller than a slide (its figure would fall below it), when its
+    outputs alone fit a slide or its code alone does not. (Outputs taller than a slide are
+    cut across slides: :func:`split_for_slides`.)"""
     out = output_px(cell) if cell.cell_type == "code" and cell.get("outputs") else 0
-    return 0 < out <= SLIDE_PX < source_px(cell) + out
+    code = source_px(cell)
+    return out > 0 and code + out > SLIDE_PX and (out <= SLIDE_PX or code > SLIDE_PX)
 
 
 def cell_px(cell: nbformat.NotebookNode) -> float:
@@ -373,11 +375,15 @@ def _split_code(cell: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
         else:
             items.append((_output_height(out), out))
     first = SLIDE_PX - (0 if hidden else source_px(cell)) - CELL_PX - OUTPUT_PAD_PX
-    starts = _pack([h for h, _ in items], first, SLIDE_PX - CELL_PX - OUTPUT_PAD_PX)
+    later = SLIDE_PX - CELL_PX - OUTPUT_PAD_PX
+    starts = _pack([h for h, _ in items], first, later)
     if len(starts) == 1:
         return [cell]
+    pieces = _pieces(items, starts)
+    if items and items[0][0] > first:  # the code fills its slide: outputs from the next one
+        pieces = [[]] + _pieces(items, _pack([h for h, _ in items], later, later))
     parts = []
-    for k, piece in enumerate(_pieces(items, starts)):
+    for k, piece in enumerate(pieces):
         outputs = []
         for _, out in piece:  # consecutive lines of one stream join again
             if (outputs and out.get("output_type") == "stream" and outputs[-1].get("output_type") == "stream"
