@@ -12,10 +12,26 @@ Each cell carries ``metadata.slideshow.slide_type``, one of
   before starting the show).
 
 :func:`assign_slide_types` fills in the cells the author left unset and breaks a slide that
-would not fit the screen, so that one idea sits on one slide. The size of a cell is
-estimated in lines of a 960 × 700 slide (:func:`cell_lines`). English and Chinese twins
-always get the same type (it is decided on the English cell), so the single-language decks
-have the same slides.
+would not fit the screen, so that one idea sits on one slide. The height of a cell is
+estimated in CSS px of the decks' 1240 × 700 slide (16:9), from the sizes of
+``static/course.css`` (:func:`cell_px`: wrapped prose, headings, formulas, table rows,
+code and text-output lines wrapped as the slides wrap them, figures at the size they show).
+An English cell and its Chinese twin always get the same type, decided on the taller of
+the two, so the single-language decks have the same slides.
+
+Tag ``slides-output-only`` (:data:`OUTPUT_ONLY_TAG`): the decks of ``make slides`` show
+the cell's outputs without its code; the notebook (and RISE) keep the code. This module
+sets and removes it itself, on exactly the code cells whose code and outputs together are
+taller than a slide, when the outputs alone fit or the code alone does not
+(:func:`output_only`): a long figure-drawing cell shows its figure. Do not set it by hand;
+``--check`` reports a tag that the rule would change.
+
+A single cell taller than a slide is cut for the decks only (:func:`split_for_slides`,
+applied by ``tools.export``): a markdown cell between paragraphs, list items or table rows
+(each table piece repeats the header), a code cell's long text output between lines (the
+code shows once, the rest on the following sub-slides). The decks also show an error's
+last line only (the exception), not its traceback. ``python -m tools.slide_fit`` measures
+every slide of the built decks in Chromium (``make slide-fit``).
 
     python -m tools.slides            # (re)write the metadata of every lesson
     python -m tools.slides --check    # exit 1 if a lesson's metadata is out of date
