@@ -18,7 +18,7 @@ STAMP := $(VENV)/.installed
 JOBS ?= 2
 
 .PHONY: lab student restore test test-cpu-path test-fast test-resolve bench bench-norms execute flashcards export \
-	slides test-exports test-browser check-python clean help
+	slides slide-fit test-exports test-browser check-python clean help
 
 help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
@@ -35,6 +35,7 @@ help:
 	@echo "make slides  reveal.js lecture slides per language (build/slides), offline"
 	@echo "make test-exports  check the single-language notebooks against the bilingual ones, cell by cell"
 	@echo "make test-browser  JupyterLab, RISE, the HTML edition and the slides in headless Chromium"
+	@echo "make slide-fit  does every slide of every deck fit a 1280x720 and a 1920x1080 window? (after make slides)"
 	@echo "make test-resolve  resolve requirements.txt for Python 3.11.2 to 3.14, Linux, macOS, Windows (network)"
 
 PYTHON_HELP := the course runs on CPython 3.11 ($(PYTHON_MIN) or later), 3.12, 3.13 and \
@@ -149,10 +150,14 @@ $(BROWSER_STAMP): requirements-browser.txt $(STAMP)
 	touch $(BROWSER_STAMP)
 
 test-browser: $(BROWSER_STAMP)
-	$(PY) -m tools.export all --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
+	$(PY) -m tools.export notebooks html --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
+	$(PY) -m tools.export slides
 	BROWSER_LESSON=$(or $(BROWSER_LESSON),03_instance_and_group_norm) \
 		$(PY) -m pytest -v browser_tests
 	@echo "screenshots: build/browser/"
+
+slide-fit: $(BROWSER_STAMP)
+	$(PY) -m tools.slide_fit $(if $(LESSONS),--lessons $(LESSONS),)
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

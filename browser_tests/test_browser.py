@@ -8,6 +8,9 @@
 3. One page of the HTML edition and one exported slide deck, opened from disk with every
    request off this machine refused: the math is typeset, the course font is used, no file
    is missing, and → steps through every slide of the deck.
+4. Every slide of every deck (``build/slides``, both languages) fits a 1280 × 720 and a
+   1920 × 1080 window: nothing below the slide's height, no code or output line cut at the
+   right (``tools.slide_fit``; ``python -m tools.slide_fit`` prints the same report).
 
 Screenshots go to ``build/browser/``. Chromium is Debian's (``/usr/bin/chromium``, or the
 path in ``$CHROMIUM``); Playwright's own browser download is never used. The lesson is
@@ -352,3 +355,28 @@ def test_slides_offline(browser):
     page.screenshot(path=str(SHOTS / f"slides_en_{LESSON}_math.png"))
     offline.assert_clean()
     offline.context.close()
+
+
+# ------------------------------------------------------------------ every slide fits
+
+def test_every_slide_fits_the_screen(browser):
+    """Each deck of each language is loaded once per window size and all its slides are
+    measured in one script (tools.slide_fit.MEASURE_JS)."""
+    from tools import slide_fit
+    from tools.course import lessons
+
+    decks = slide_fit.deck_paths()
+    expected = {(lang, p.stem) for lang in slide_fit.LANGS for p in lessons()}
+    found = {(lang, p.name.removesuffix(".slides.html")) for lang, p in decks}
+    missing = sorted(expected - found)
+    assert not missing, f"decks missing (run make slides): {missing}"
+    stale = [str(p) for lang, p in decks
+             if p.stat().st_mtime < (ROOT / "notebooks" / p.name.replace(".slides.html", ".ipynb")).stat().st_mtime]
+    assert not stale, f"decks older than their notebooks (run make slides): {stale}"
+    reports = slide_fit.measure(browser, decks)
+    lines = [line for r in reports for line in r.offender_lines()]
+    (SHOTS / "slide_fit.txt").write_text("\n".join(r.summary() for r in reports) + "\n"
+                                         + "\n".join(lines) + "\n", encoding="utf-8")
+    assert len(reports) == len(decks) * len(slide_fit.WINDOWS)
+    assert all(r.slides for r in reports)
+    assert not lines, f"{len(lines)} overflows (deck, slide h/v, window):\n" + "\n".join(lines)

@@ -154,9 +154,14 @@ def test_pages_load_only_files_beside_them(exported, kind):
 def test_slides_follow_the_slide_metadata(exported):
     """reveal.js: a `slide` cell starts a horizontal stack (an outer <section>), a `subslide`
     a vertical slide (an inner <section>); so outer + inner sections = slides + subslides +
-    slides (each stack holds its first slide as an inner section too)."""
+    slides (each stack holds its first slide as an inner section too). The decks hold the
+    cells as tools.slides.split_for_slides cuts them (a cell taller than a slide continues
+    on sub-slides)."""
+    from tools.slides import split_for_slides
+
     out, pages = exported
-    cells = [c for c in raw()["cells"] if "lang-zh" not in c["metadata"].get("tags", [])]
+    split = split_for_slides(nbformat.reads(json.dumps(raw()), as_version=4))
+    cells = [c for c in split.cells if "lang-zh" not in c["metadata"].get("tags", [])]
     types = [c["metadata"].get("slideshow", {}).get("slide_type", "-") for c in cells]
     refs = _Refs()
     refs.feed(pages["slides"][0].read_text(encoding="utf-8"))

@@ -2,8 +2,11 @@
 
 References: the raw notebook JSON, and cell heights counted by hand."""
 
+import base64
+import copy
 import json
 import pathlib
+import zlib
 
 import nbformat
 import pytest
@@ -46,26 +49,105 @@ def test_metadata_is_up_to_date_and_slides_fit(path):
             current.append(c)
         decks.append(current)
         for deck in decks:
-            height = sum(map(slides.cell_lines, deck))
-            assert height <= slides.SLIDE_LINES or len(deck) == 1, (
-                f"{lang}: a slide of {height} lines holds {len(deck)} cells")
-        assert [sum(map(slides.cell_lines, d)) for d in decks] == slides.slide_heights(nb, lang)
+            height = sum(map(slides.cell_px, deck))
+            assert height <= slides.SLIDE_PX or len(deck) == 1, (
+                f"{lang}: a slide of {height:.0f} px holds {len(deck)} cells")
+        assert [sum(map(slides.cell_px, d)) for d in decks] == slides.slide_heights(nb, lang)
+    for cell in nb.cells:  # the tag marks exactly the cells whose code pushes their output off
+        tagged = slides.OUTPUT_ONLY_TAG in cell.metadata.get("tags", [])
+        assert tagged == slides.output_only(cell)
 
 
-def test_cell_lines_counted_by_hand():
+def _png(width: int, height: int) -> str:
+    """A base64 PNG header (signature and IHDR chunk) of the given size."""
+    ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 6, 0, 0, 0])
+    raw = (b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + ihdr
+           + zlib.crc32(b"IHDR" + ihdr).to_bytes(4, "big"))
+    return base64.b64encode(raw).decode()
+
+
+def _figure(width: int, height: int):
+    return nbformat.v4.new_output("display_data", data={"image/png": _png(width, height),
+                                                        "text/plain": "<Figure>"})
+
+
+def test_cell_px_counted_by_hand():
     md = nbformat.v4.new_markdown_cell
-    assert slides.cell_lines(md("one line")) == 1
-    assert slides.cell_lines(md("a" * 79)) == 2                    # wraps at 78 characters
-    assert slides.cell_lines(md("归" * 40)) == 2                    # 40 CJK characters = width 80
-    assert slides.cell_lines(md("text\n\n![map](../images/x.png)")) == 2 + slides.IMAGE_LINES
-    assert slides.cell_lines(md("$$\nx\n$$")) == 3 + 1              # a display formula adds 1
+    S = slides
+    assert S.cell_px(md("one line")) == S.BLOCK_PX + S.PROSE_PX
+    n = S.CHARS_PER_LINE
+    assert S.cell_px(md("a" * (n + 1))) == S.BLOCK_PX + 2 * S.PROSE_PX       # wraps
+    assert S.cell_px(md("归" * (n // 2 + 1))) == S.BLOCK_PX + 2 * S.PROSE_PX  # a CJK character is 2 wide
+    assert S.cell_px(md("## Title\n\ntext")) == 2 * S.BLOCK_PX + S.HEADING_PX[2] + S.PROSE_PX
+    assert S.cell_px(md("$$\nx\n$$")) == S.BLOCK_PX + S.FORMULA_PX + 0.6 * S.FORMULA_PX
+    assert S.cell_px(md("| a | b |\n|---|---|\n| 1 | 2 |")) == S.BLOCK_PX + 2 * S.TABLE_ROW_PX
+    # a figure shows at its size, scaled down to fit IMAGE_MAX (1200 x 520 px)
     code = nbformat.v4.new_code_cell("a = 1\nprint(a)", outputs=[
-        nbformat.v4.new_output("stream", name="stdout", text="1\n2\n3\n"),
-        nbformat.v4.new_output("display_data", data={"image/png": "", "text/plain": "<Figure>"})])
-    assert slides.cell_lines(code) == 2 + 3 + slides.IMAGE_LINES
-    long = nbformat.v4.new_code_cell("x", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="1\n2\n3\n"), _figure(600, 300)])
+    assert S.cell_px(code) == ((2 * S.CODE_PX + S.CELL_PX) + (3 * S.CODE_PX + S.OUTPUT_PAD_PX + S.CELL_PX)
+                               + S.IMAGE_PAD_PX + 300)
+    assert S.image_px((2400, 600)) == 300          # half as wide, half as tall
+    assert S.image_px((800, 1040)) == 520          # capped at 520 px
+    assert S.image_px(None) == 520
+    long = nbformat.v4.new_code_cell("x" * (S.CODE_CHARS + 1), outputs=[
         nbformat.v4.new_output("stream", name="stdout", text="line\n" * 100)])
-    assert slides.cell_lines(long) == 1 + slides.TEXT_OUTPUT_LINES
+    assert S.cell_px(long) == (2 * S.CODE_PX + S.CELL_PX) + (100 * S.CODE_PX + S.OUTPUT_PAD_PX + S.CELL_PX)
+
+
+def test_output_only_tag_for_long_figure_cells():
+    code = nbformat.v4.new_code_cell
+    fits = int((slides.SLIDE_PX - 300 - slides.IMAGE_PAD_PX - slides.CELL_PX) / slides.CODE_PX)
+    short = code("\n".join(["plt.plot(x)"] * 5), outputs=[_figure(600, 300)])
+    long = code("\n".join(["plt.plot(x)"] * (fits + 1)), outputs=[_figure(600, 300)])
+    no_output = code("\n".join(["x = 1"] * 60))
+    assert not slides.output_only(short) and slides.output_only(long)
+    assert not slides.output_only(no_output)
+    md = nbformat.v4.new_markdown_cell
+    cells = [md("# T", metadata={"tags": ["lang-en"], "slideshow": {"slide_type": "slide"}}),
+             md("# 标题", metadata={"tags": ["lang-zh"], "slideshow": {"slide_type": "slide"}}),
+             long, short]
+    nb = slides.assign_slide_types(nbformat.v4.new_notebook(cells=cells))
+    assert nb.cells[2].metadata["tags"] == [slides.OUTPUT_ONLY_TAG]
+    assert "tags" not in nb.cells[3].metadata
+    # on the slide the tagged cell counts its figure only, so title and figure share a slide
+    assert slides.cell_px(nb.cells[2]) == slides.IMAGE_PAD_PX + 300 + slides.CELL_PX
+    assert nb.cells[2].metadata["slideshow"]["slide_type"] == "fragment"
+    # the code shrinks (moved into a helper): the tag goes
+    nb.cells[2].source = "figures.plot_it()"
+    slides.assign_slide_types(nb)
+    assert nb.cells[2].metadata["tags"] == []
+
+
+def test_the_decks_hide_tagged_code_and_long_tracebacks():
+    from tools import export
+    tagged = nbformat.v4.new_code_cell("fig = make_it()\nplt.show()", outputs=[_figure(600, 300)],
+                                       metadata={"tags": [slides.OUTPUT_ONLY_TAG]})
+    error = nbformat.v4.new_code_cell("1 / 0", outputs=[nbformat.v4.new_output(
+        "error", ename="ZeroDivisionError", evalue="division by zero",
+        traceback=["Traceback (most recent call last)", "  in frame_one",
+                   "ZeroDivisionError: division by zero"])])
+    nb = export._for_slides(nbformat.v4.new_notebook(cells=[tagged, error]))
+    assert nb.cells[0].metadata["transient"] == {"remove_source": True} and nb.cells[0].outputs
+    assert nb.cells[1].outputs[0].traceback == ["ZeroDivisionError: division by zero"]
+    body, _ = export._exporter("slides", "en").from_notebook_node(nb, resources={
+        "course": {"static": "s", "index": "i", "index_label": "", "nav_label": "",
+                   "other_lang": "zh", "other_href": "", "other_label": ""}})
+    assert "make_it" not in body and "ZeroDivisionError" in body and "frame_one" not in body
+
+
+def test_twins_break_on_the_taller_one():
+    md = nbformat.v4.new_markdown_cell
+    cells = [md("# T", metadata={"tags": ["lang-en"], "slideshow": {"slide_type": "slide"}}),
+             md("# 标题", metadata={"tags": ["lang-zh"], "slideshow": {"slide_type": "slide"}}),
+             md("para\n" * 10, metadata={"tags": ["lang-en"]}),
+             md("段落\n" * 10, metadata={"tags": ["lang-zh"]}),
+             md("short", metadata={"tags": ["lang-en"]}),
+             md("很长的中文" * 150, metadata={"tags": ["lang-zh"]})]
+    heading = slides.cell_px(cells[0])
+    assert heading + slides.cell_px(cells[2]) + slides.cell_px(cells[4]) <= slides.SLIDE_PX
+    assert heading + slides.cell_px(cells[3]) + slides.cell_px(cells[5]) > slides.SLIDE_PX
+    nb = slides.assign_slide_types(nbformat.v4.new_notebook(cells=cells))
+    assert [c.metadata["slideshow"]["slide_type"] for c in nb.cells[2:]] == ["-", "-", "subslide", "subslide"]
 
 
 def test_assign_slide_types_on_a_small_notebook():
@@ -79,11 +161,14 @@ def test_assign_slide_types_on_a_small_notebook():
                  nbformat.v4.new_output("stream", name="stdout", text="1\n")]),
              md("x\n" * 30, metadata={"tags": ["lang-en"]}),
              md("x\n" * 30, metadata={"tags": ["lang-zh"]})]
+    assert slides.cell_px(cells[6]) == slides.BLOCK_PX + 30 * slides.PROSE_PX  # one paragraph
     nb = slides.assign_slide_types(nbformat.v4.new_notebook(cells=cells))
     assert [c.metadata["slideshow"]["slide_type"] for c in nb.cells] == [
         "slide", "slide", "skip", "-", "-", "fragment", "subslide", "subslide"]
     assert nb.metadata["rise"] == slides.RISE_SETTINGS
-    assert slides.slide_heights(nb) == [1 + 1 + 2, 30]
+    P, B, C = slides.PROSE_PX, slides.BLOCK_PX, slides.CODE_PX + slides.CELL_PX
+    out = slides.CODE_PX + slides.OUTPUT_PAD_PX + slides.CELL_PX  # the printed "1"
+    assert slides.slide_heights(nb) == [slides.HEADING_PX[1] + B + P + B + C + out, B + 30 * P]
 
 
 def test_setup_cell_rules():
@@ -93,3 +178,37 @@ def test_setup_cell_rules():
     assert not slides.is_setup(code("import torch\nfor i in range(2): pass"))
     printed = code("import torch", outputs=[nbformat.v4.new_output("stream", name="stdout", text="hi")])
     assert not slides.is_setup(printed)
+
+
+def test_split_for_slides_cuts_tall_cells_only_on_the_decks():
+    md = nbformat.v4.new_markdown_cell
+    rows = "\n".join(f"| {i} | row {i} |" for i in range(40))
+    en = md("## Table\n\n| n | what |\n|---|---|\n" + rows, metadata={"tags": ["lang-en"]})
+    zh = md("## 表\n\n| n | 内容 |\n|---|---|\n" + rows, metadata={"tags": ["lang-zh"]})
+    items = "\n".join(f"- item {i}" for i in range(40))
+    listed = md("Intro\n\n" + items, metadata={"tags": ["lang-en"]})
+    listed_zh = md("引言\n\n" + items, metadata={"tags": ["lang-zh"]})
+    printed = nbformat.v4.new_code_cell("for i in range(60): print(i)", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="".join(f"{i}\n" for i in range(60)))])
+    nb = nbformat.v4.new_notebook(cells=[en, zh, listed, listed_zh, printed])
+    before = copy.deepcopy(nb)
+    out = slides.split_for_slides(nb)
+    assert nb == before                                   # the notebook itself is untouched
+    nbformat.validate(out)
+    assert all(slides.cell_px(c) <= slides.SLIDE_PX for c in out.cells)
+    en_parts = [c for c in out.cells if "lang-en" in c.metadata.get("tags", [])]
+    zh_parts = [c for c in out.cells if "lang-zh" in c.metadata.get("tags", [])]
+    assert len(en_parts) == len(zh_parts) > 2              # twins cut alike
+    # every table piece keeps the header rows; every row and item shows exactly once
+    tables = [c.source for c in en_parts if "| n | what |" in c.source]
+    assert len(tables) >= 2 and all("|---|---|" in t for t in tables)
+    shown = "\n".join(c.source for c in en_parts)
+    assert all(shown.count(f"| {i} | row {i} |") == 1 for i in range(40))
+    assert all(shown.count(f"- item {i}\n") + shown.endswith(f"- item {i}") == 1 for i in range(40))
+    codes = [c for c in out.cells if c.cell_type == "code"]
+    assert len(codes) >= 2
+    assert "".join(o.text for c in codes for o in c.outputs) == "".join(f"{i}\n" for i in range(60))
+    assert slides.OUTPUT_ONLY_TAG not in codes[0].metadata.get("tags", [])  # the code, once
+    assert all(slides.OUTPUT_ONLY_TAG in c.metadata["tags"] for c in codes[1:])
+    assert all(c.metadata["slideshow"]["slide_type"] == "subslide" for c in codes[1:])
+    assert len({c.id for c in out.cells}) == len(out.cells)

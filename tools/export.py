@@ -37,6 +37,7 @@ import nbformat
 
 from .course import BUILD, IMAGES, NOTEBOOKS, ROOT, STATIC
 from .course import lessons as course_lessons
+from .slides import OUTPUT_ONLY_TAG, SLIDE_SIZE, split_for_slides
 
 TEMPLATES = STATIC / "templates"
 
@@ -252,6 +253,21 @@ def _with_speaker_notes(nb: nbformat.NotebookNode, source: nbformat.NotebookNode
     return speaker_notes.with_notes(nb, source, lang, speaker_notes.load(path))
 
 
+def _for_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Prepare a notebook for the decks: a code cell tagged ``slides-output-only``
+    (:data:`tools.slides.OUTPUT_ONLY_TAG`) shows its outputs without its code, and an
+    error shows its last line (the exception raised) without the traceback above it."""
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    nb, _ = TagRemovePreprocessor(remove_input_tags={OUTPUT_ONLY_TAG}, enabled=True).preprocess(
+        copy.deepcopy(nb), {})
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error" and output.get("traceback"):
+                output["traceback"] = output["traceback"][-1:]
+    return nb
+
+
 def _exporter(kind: str, lang: str):
     from nbconvert import HTMLExporter, SlidesExporter
 
@@ -266,7 +282,7 @@ def _exporter(kind: str, lang: str):
         return HTMLExporter(template_name="course_html", **common)
     return SlidesExporter(template_name="course_slides", reveal_url_prefix="../vendor/reveal.js",
                           reveal_scroll=True, reveal_number="c/t", reveal_transition="none", reveal_theme="white",
-                          **common)
+                          reveal_width=str(SLIDE_SIZE[0]), reveal_height=str(SLIDE_SIZE[1]), **common)
 
 
 def _page_name(path: pathlib.Path, kind: str) -> str:
@@ -294,10 +310,14 @@ def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: 
         for path in lessons:
             start = time.perf_counter()
             source = nbformat.read(path, as_version=4)
+            if kind == "slides":
+                source = split_for_slides(source)
             nb = single_language(source, lang)
             if kind == "slides":  # the presenter's notes, in reveal.js's speaker view (S)
                 nb = _with_speaker_notes(nb, source, lang, path)
             nb = _for_static_page(nb, ".html" if kind == "html" else ".slides.html")
+            if kind == "slides":
+                nb = _for_slides(nb)
             i = all_lessons.index(path)
             neighbours = {}
             for key, j in (("prev", i - 1), ("next", i + 1)):

@@ -1,0 +1,237 @@
+"""Does every slide of the reveal.js decks fit the screen? Measured in headless Chromium.
+
+Each deck of ``make slides`` (``build/slides/{en,zh}/NN_x.slides.html``) is opened once per
+browser window size; one script walks all of the deck's slides (``Reveal.getSlides()``),
+shows each in turn with the template's scrolling undone, and measures it in the deck's own
+units (the 960 × 700 slide, whatever the window's scale):
+
+* **too tall**: the slide's content reaches below the slide's height (it would be cut off);
+* **cut at the right**: a code or text-output line (a ``pre`` / ``code``, or any box that
+  clips or scrolls) is wider than its box, or content reaches past the slide's right edge.
+
+    python -m tools.slide_fit                      # every deck, both languages, both windows
+    python -m tools.slide_fit --lessons 00 05 --lang zh --windows 1280x720
+
+prints one line per deck and one per offending slide (language, lesson, slide h/v, the cell,
+what overflows and by how many px), and exits 1 if any slide does not fit. Needs the
+browser requirements (``make .venv/.installed-browser``) and Debian's Chromium
+(``$CHROMIUM``, default ``/usr/bin/chromium``); ``browser_tests/test_browser.py`` runs the
+same measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import sys
+
+from .course import BUILD
+
+WINDOWS = ((1280, 720), (1920, 1080))
+LANGS = ("en", "zh")
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--disable-dev-shm-usage"]
+TOLERANCE_PX = 1  # rounding of the scaled layout
+
+# One call measures every slide of the open deck. For each slide: go to it (reveal lays it
+# out and the template re-typesets its math), wait for MathJax, undo the template's
+# scrolling styles, then walk its elements. Heights and widths are in slide units: client
+# rectangles divided by the scale of the slide area.
+MEASURE_JS = """
+async (tol) => {
+  // the template loads reveal.js with require.js: take the module it defined
+  const mods = require.s.contexts._.defined;
+  const Reveal = window.Reveal || mods[Object.keys(mods).find(k => k.endsWith('dist/reveal.js'))];
+  const cfg = Reveal.getConfig();
+  const W = cfg.width, H = cfg.height;
+  const area = document.querySelector('.reveal .slides');
+  const mathIdle = () => new Promise(r => (window.MathJax && MathJax.Hub)
+      ? MathJax.Hub.Queue(() => r()) : r());
+  const CODE = new Set(['PRE', 'CODE']);
+  const cellOf = el => {
+    const c = el.closest('.jp-Cell');
+    return c ? (c.id || '').replace('cell-id=', '') : '';
+  };
+  const name = el => el.tagName.toLowerCase() + (el.classList.length ? '.' + el.classList[0] : '');
+  const out = [];
+  for (const s of Reveal.getSlides()) {
+    const {h, v} = Reveal.getIndices(s);
+    Reveal.slide(h, v);
+    await mathIdle();
+    s.style.removeProperty('height');
+    s.style.removeProperty('overflow-y');
+    s.style.removeProperty('margin-top');
+    Reveal.layout();
+    const box = area.getBoundingClientRect();
+    const scale = box.width / W;
+    const top = s.getBoundingClientRect().top;
+    let bottom = top, right = box.left, rightEl = null;
+    const cuts = [];
+    const walk = (el, clipX, clipY) => {
+      const cs = getComputedStyle(el);
+      if (cs.display === 'none') return;
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 || r.height > 0) {
+        if (!clipY && r.bottom > bottom) bottom = r.bottom;
+        if (!clipX && r.right > right) { right = r.right; rightEl = el; }
+      }
+      // MathJax clips parts of a formula on purpose: check the formula as a whole only
+      const inMath = !el.classList.contains('MathJax_CHTML') && el.closest('.MathJax_CHTML');
+      const ox = cs.overflowX !== 'visible' && !inMath, oy = cs.overflowY !== 'visible' && !inMath;
+      if (!inMath && (ox || CODE.has(el.tagName)) && el.scrollWidth > el.clientWidth + tol) {
+        cuts.push({what: 'cut at the right', tag: name(el), cell: cellOf(el),
+                   px: el.scrollWidth - el.clientWidth});
+      }
+      if (oy && el.scrollHeight > el.clientHeight + tol && el !== s) {
+        cuts.push({what: 'cut at the bottom', tag: name(el), cell: cellOf(el),
+                   px: el.scrollHeight - el.clientHeight});
+      }
+      for (const child of el.children) {
+        walk(child, clipX || cs.overflowX !== 'visible', clipY || cs.overflowY !== 'visible');
+      }
+    };
+    walk(s, false, false);
+    const height = (bottom - top) / scale;
+    const below = (bottom - box.top) / scale - H;
+    const past = (right - box.left) / scale - W;
+    const problems = cuts;
+    if (below > tol) {
+      problems.unshift({what: 'too tall', tag: 'section', cell: '', px: Math.round(below),
+                        height: Math.round(height)});
+    }
+    if (past > tol) {
+      problems.push({what: 'past the right edge', tag: name(rightEl),
+                     cell: cellOf(rightEl), px: Math.round(past)});
+    }
+    const cells = {};
+    for (const c of s.querySelectorAll('.jp-Cell')) {
+      cells[cellOf(c)] = Math.round(c.getBoundingClientRect().height / scale);
+    }
+    out.push({h, v, height: Math.round(height), problems, cells});
+  }
+  Reveal.slide(0, 0);
+  return {width: W, height: H, slides: out};
+}
+"""
+
+
+@dataclasses.dataclass
+class DeckReport:
+    lang: str
+    deck: str
+    window: tuple[int, int]
+    slide_size: tuple[int, int]
+    slides: list[dict]
+
+    @property
+    def offenders(self) -> list[dict]:
+        return [s for s in self.slides if s["problems"]]
+
+    def summary(self) -> str:
+        tall = sum(any(p["what"] == "too tall" for p in s["problems"]) for s in self.slides)
+        cut = sum(any(p["what"] != "too tall" for p in s["problems"]) for s in self.slides)
+        tallest = max((s["height"] for s in self.slides), default=0)
+        w, h = self.window
+        return (f"{self.lang} {self.deck:<36} {w}x{h}: {len(self.slides):3d} slides, "
+                f"tallest {tallest}/{self.slide_size[1]} px, {tall} too tall, {cut} cut at the right")
+
+    def offender_lines(self) -> list[str]:
+        lines = []
+        w, h = self.window
+        for s in self.offenders:
+            for p in s["problems"]:
+                where = f" ({p['tag']} in cell {p['cell']})" if p["cell"] else f" ({p['tag']})"
+                extra = (f": content {p['height']} px, slide {self.slide_size[1]} px"
+                         if p["what"] == "too tall" else "")
+                lines.append(f"  {self.lang} {self.deck} slide {s['h']}/{s['v']} at {w}x{h}: "
+                             f"{p['what']} by {p['px']} px{extra}{where}")
+        return lines
+
+
+def deck_paths(langs=LANGS, lessons: list[str] | None = None,
+               root: pathlib.Path = BUILD / "slides") -> list[tuple[str, pathlib.Path]]:
+    """``(lang, path)`` of every exported deck of ``langs`` (lessons chosen by prefix)."""
+    found = []
+    for lang in langs:
+        for path in sorted((root / lang).glob("[0-9][0-9]_*.slides.html")):
+            if not lessons or any(path.name.startswith(p) for p in lessons):
+                found.append((lang, path))
+    return found
+
+
+def open_deck(page, path: pathlib.Path) -> None:
+    """Load ``path`` in ``page`` and wait until reveal.js, MathJax and the fonts are ready."""
+    page.goto(path.resolve().as_uri())
+    page.wait_for_selector(".reveal.ready", timeout=60_000)
+    page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0",
+                           timeout=120_000)
+    page.evaluate("document.fonts.ready.then(() => true)")
+
+
+def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int]) -> DeckReport:
+    """Measure every slide of the deck at ``path`` (opened here in ``page``)."""
+    open_deck(page, path)
+    result = page.evaluate(MEASURE_JS, TOLERANCE_PX)
+    return DeckReport(lang, path.name.removesuffix(".slides.html"), window,
+                      (result["width"], result["height"]), result["slides"])
+
+
+def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None) -> list[DeckReport]:
+    """One page per window size; every deck loaded once in it. ``log`` gets each summary."""
+    reports = []
+    for window in windows:
+        context = browser.new_context(viewport={"width": window[0], "height": window[1]},
+                                      device_scale_factor=1)
+        # the decks load everything from disk; refuse anything else
+        context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
+            ("file://", "data:", "blob:")) else r.abort())
+        page = context.new_page()
+        for lang, path in decks:
+            report = measure_page(page, lang, path, window)
+            reports.append(report)
+            if log:
+                log(report.summary())
+                for line in report.offender_lines():
+                    log(line)
+        context.close()
+    return reports
+
+
+def _window(text: str) -> tuple[int, int]:
+    w, h = text.lower().split("x")
+    return int(w), int(h)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lang", nargs="+", default=list(LANGS), choices=list(LANGS))
+    parser.add_argument("--lessons", nargs="*", default=None, metavar="NN")
+    parser.add_argument("--windows", nargs="+", type=_window, default=list(WINDOWS), metavar="WxH")
+    parser.add_argument("--slides", type=pathlib.Path, default=BUILD / "slides",
+                        help="the folder that make slides wrote (default build/slides)")
+    args = parser.parse_args(argv)
+    decks = deck_paths(args.lang, args.lessons, args.slides)
+    if not decks:
+        print(f"no decks under {args.slides}: run make slides first", file=sys.stderr)
+        return 2
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        reports = measure(browser, decks, args.windows, log=lambda s: print(s, flush=True))
+        browser.close()
+    for window in args.windows:
+        mine = [r for r in reports if r.window == window]
+        bad = sum(len(r.offenders) for r in mine)
+        total = sum(len(r.slides) for r in mine)
+        print(f"{window[0]}x{window[1]}: {bad} of {total} slides do not fit "
+              f"({len(mine)} decks)")
+    return 1 if any(r.offenders for r in reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
