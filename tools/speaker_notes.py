@@ -202,7 +202,7 @@ def with_notes(nb: nbformat.NotebookNode, bilingual: nbformat.NotebookNode, lang
         text = f"{NOTES_STYLE}\n\n*{TIME_LABEL[lang].format(section.minutes)}*\n\n{section.text[lang]}"
         cell = nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": "notes"},
                                                              "tags": [f"lang-{lang}"]})
-        cell.pop("id", None)
+        cell.id = f"{out.cells[index].get('id', index)}-notes"
         out.cells.insert(index + 1, cell)
     return out
 
