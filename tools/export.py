@@ -139,6 +139,20 @@ def _digest(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _read_manifest(folder: pathlib.Path) -> dict[str, str]:
+    path = folder / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record_exported(targets: list[pathlib.Path]) -> None:
+    """Record ``targets`` (copies in one language folder) as written by the export, so that a
+    later ``keep_edited`` export may refresh them (:func:`export_notebooks`)."""
+    for folder in {t.parent for t in targets}:
+        manifest = _read_manifest(folder)
+        manifest.update({t.name: _digest(t) for t in targets if t.parent == folder})
+        (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
 def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib.Path = BUILD,
                      keep_edited: bool = False) -> list[pathlib.Path]:
     """Write ``out/<lang>/<lesson>.ipynb`` for every language and lesson, and copy the images
@@ -152,8 +166,7 @@ def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib
     for lang in langs:
         folder = out / lang
         folder.mkdir(parents=True, exist_ok=True)
-        manifest_path = folder / MANIFEST
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        manifest = _read_manifest(folder)
         for path in lessons:
             target = folder / path.name
             if keep_edited and target.exists() and manifest.get(path.name) != _digest(target):
@@ -162,10 +175,9 @@ def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib
                 continue
             nb = single_language(nbformat.read(path, as_version=4), lang)
             nbformat.write(nb, target)
-            manifest[path.name] = _digest(target)
             written.append(target)
             _log(f"[notebooks] {target.relative_to(out.parent)}  ({len(nb.cells)} cells)")
-        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        record_exported([t for t in written if t.parent == folder])
     _copy_tree(IMAGES, out / "images")
     return written
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import pathlib
 import shutil
 import subprocess
@@ -29,7 +28,7 @@ import sys
 import nbformat
 
 from .course import BUILD, ROOT
-from .export import LANG_TAGS, MANIFEST, _digest, lesson_paths, single_language
+from .export import LANG_TAGS, lesson_paths, record_exported, single_language
 
 EDITIONS = ("bilingual", *LANG_TAGS)
 BACKUP = BUILD / "backup"
@@ -75,10 +74,7 @@ def restore(lesson: pathlib.Path, edition: str = "bilingual", build: pathlib.Pat
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     if edition != "bilingual":  # the copy is as exported again: a later export may refresh it
-        manifest_path = target.parent / MANIFEST
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-        manifest[target.name] = _digest(target)
-        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        record_exported([target])
     return target, backup
 
 

@@ -213,6 +213,20 @@ def _bn_pshape(x: Tensor) -> list[int]:
     return [1, x.shape[1]] + [1] * (x.dim() - 2)
 
 
+def _backward_inputs(seed: int, cases, feature_dim: int) -> list:
+    """(name, (grad_output, x, weight, eps)) for each (name, shape) of ``cases``, in float64:
+    an input with a spread of 2 around 1, an upstream gradient with a mean of 0.3, and a
+    gain per feature along ``feature_dim``."""
+    g = generator(seed)
+    inputs = []
+    for name, shape in cases:
+        x = randn(*shape, g=g, scale=2.0, offset=1.0, dtype=torch.float64)
+        dy = randn(*shape, g=g, offset=0.3, dtype=torch.float64)
+        w, _ = affine_params(shape[feature_dim], g, torch.float64)
+        inputs.append((name, (dy, x, w, 1e-5)))
+    return inputs
+
+
 def check_bn_backward(fn: Callable, *, title: str = "bn_backward") -> CheckResult:
     r"""Check ``fn(grad_output, x, weight, eps) -> (grad_input, grad_weight, grad_bias)``: the
     backward pass of training-mode BatchNorm (statistics per channel, dim 1, over every other
@@ -227,14 +241,8 @@ def check_bn_backward(fn: Callable, *, title: str = "bn_backward") -> CheckResul
     as constants), the unbiased variance, gamma left out, parameter gradients averaged or
     summed with x instead of x̂, per-sample (LayerNorm) axes, a parameter gradient of the
     wrong shape. Lesson 12, section 3 (drill 6)."""
-    g = generator(61)
-    inputs = []
-    for name, shape in (("(N, C) = (8, 3)", (8, 3)), ("(N, C) = (4, 4)", (4, 4)),
-                        ("(N, C, L) = (3, 2, 5)", (3, 2, 5))):
-        x = randn(*shape, g=g, scale=2.0, offset=1.0, dtype=torch.float64)
-        dy = randn(*shape, g=g, offset=0.3, dtype=torch.float64)
-        w, _ = affine_params(shape[1], g, torch.float64)
-        inputs.append((name, (dy, x, w, 1e-5)))
+    inputs = _backward_inputs(61, (("(N, C) = (8, 3)", (8, 3)), ("(N, C) = (4, 4)", (4, 4)),
+                                   ("(N, C, L) = (3, 2, 5)", (3, 2, 5))), feature_dim=1)
 
     def reference(dy, x, w, eps):
         b = torch.zeros_like(w)
@@ -258,14 +266,8 @@ def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResul
     with means over the d features of each token; the parameter gradients sum over every
     leading dim and have shape (d,). Mistakes as :func:`check_bn_backward`, with per-feature
     (BatchNorm) axes instead. Lesson 12, section 3 (drill 7)."""
-    g = generator(62)
-    inputs = []
-    for name, shape in (("(N, d) = (3, 8)", (3, 8)), ("(N, d) = (4, 4)", (4, 4)),
-                        ("(B, T, d) = (2, 3, 5)", (2, 3, 5))):
-        x = randn(*shape, g=g, scale=2.0, offset=1.0, dtype=torch.float64)
-        dy = randn(*shape, g=g, offset=0.3, dtype=torch.float64)
-        w, _ = affine_params(shape[-1], g, torch.float64)
-        inputs.append((name, (dy, x, w, 1e-5)))
+    inputs = _backward_inputs(62, (("(N, d) = (3, 8)", (3, 8)), ("(N, d) = (4, 4)", (4, 4)),
+                                   ("(B, T, d) = (2, 3, 5)", (2, 3, 5))), feature_dim=-1)
 
     def reference(dy, x, w, eps):
         b = torch.zeros_like(w)
