@@ -34,8 +34,11 @@ from typing import Callable, Sequence
 __all__ = ["Question", "load_questions", "select", "MockInterview"]
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
-_QUESTION = re.compile(r"^\s*\*\*(?P<front>.+?)\*\*\s*(?:\n\s*\n|\n|$)(?P<back>.*)\Z", re.S)
-_NUMBER = re.compile(r"^\s*(?:Question\s+\d+\s*[.:]|问\s*\d+\s*[：:.．])\s*")
+#: A question cell (tagged ``question``): a **bold question**, then its answer. The one
+#: definition of the format, also used by tools.flashcards and tools.student.
+QUESTION_CELL = re.compile(r"^\s*\*\*(?P<front>.+?)\*\*\s*(?:\n\s*\n|\n|$)(?P<back>.*)\Z", re.S)
+#: The "Question N." / "问 N：" prefix of a question.
+QUESTION_NUMBER = re.compile(r"^\s*(?:Question\s+\d+\s*[.:]|问\s*\d+\s*[：:.．])\s*")
 _TITLE = re.compile(r"^#\s+\d+\s*·\s*(?P<topic>[^:：，,\n]+)")
 _SECTION = re.compile(r"^##\s")
 _SUBSECTION = re.compile(r"^###\s+(?:\d+(?:\.\d+)*\.?\s+)?(?P<topic>[^\n]+)")
@@ -60,7 +63,7 @@ def _source(cell) -> str:
 
 
 def _unnumbered(front: str) -> str:
-    return " ".join(_NUMBER.sub("", front).split())
+    return " ".join(QUESTION_NUMBER.sub("", front).split())
 
 
 def load_questions(notebooks: Sequence[pathlib.Path] | None = None) -> list[Question]:
@@ -92,7 +95,7 @@ def load_questions(notebooks: Sequence[pathlib.Path] | None = None) -> list[Ques
             if heading:
                 sub[lang] = heading["topic"].strip()
             if "question" in tags:
-                m = _QUESTION.match(text)
+                m = QUESTION_CELL.match(text)
                 if m:
                     cards[lang].append((_unnumbered(m["front"]), m["back"].strip(),
                                         sub[lang] or topic[lang]))

@@ -48,6 +48,8 @@ import pathlib
 import re
 from dataclasses import dataclass
 
+from helpers.mock_interview import QUESTION_CELL, QUESTION_NUMBER
+
 from .course import BUILD, lessons
 
 __all__ = ["Card", "Note", "cards_from_notebook", "collect", "notes", "strip_number",
@@ -58,8 +60,6 @@ TAG_PREFIX = "normalization-course"
 DECKS = {"en": "Normalization course::English", "zh": "Normalization course::中文"}
 COLUMNS = ("guid", "front", "back", "tags")  # the order of the CSV columns
 
-_QUESTION = re.compile(r"^\s*\*\*(?P<front>.+?)\*\*\s*(?:\n\s*\n|\n|$)(?P<back>.*)\Z", re.S)
-_NUMBER = re.compile(r"^\s*(?:Question\s+\d+\s*[.:]|问\s*\d+\s*[：:.．])\s*")
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 _INLINE = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$")
 _CODE = re.compile(r"`([^`]+)`")
@@ -122,7 +122,7 @@ def cards_from_notebook(path) -> list[Card]:
         if len(languages) != 1:
             raise ValueError(f"{path.name}, cell {index}: a question cell needs exactly one of "
                              f"the tags lang-en / lang-zh, has {tags}")
-        match = _QUESTION.match(_source(cell))
+        match = QUESTION_CELL.match(_source(cell))
         if not match or not match["back"].strip():
             raise ValueError(f"{path.name}, cell {index}: a question cell must start with a "
                              f"**bold question** followed by its answer")
@@ -143,7 +143,7 @@ def strip_number(front: str) -> str:
     >>> strip_number("Question 12.  Why  not?"), strip_number("问 3：为什么？")
     ('Why not?', '为什么？')
     """
-    return " ".join(_NUMBER.sub("", front).split())
+    return " ".join(QUESTION_NUMBER.sub("", front).split())
 
 
 def qualify_references(text: str, lesson: str, language: str) -> str:

@@ -34,6 +34,7 @@ import shutil
 import sys
 
 import nbformat
+from helpers.mock_interview import QUESTION_CELL
 
 from .course import BUILD, IMAGES
 from .export import LANG_TAGS, lesson_paths, single_language
@@ -51,7 +52,6 @@ YOUR_SOLUTION = {
 SUMMARY = {"lang-en": "Answer", "lang-zh": "答案"}
 # the first paragraph of a written answer (the rest of its cell is the answer too)
 _ANSWER_START = re.compile(r"^\s*(\*\*Answer|\*Answer|\*\*上面问题的答案|\*\*答案|\*答案)")
-_QUESTION = re.compile(r"^(?P<front>\s*\*\*.+?\*\*)[ \t]*(?:\n[ \t]*\n|\n)(?P<back>.*\S.*)\Z", re.S)
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 
@@ -74,10 +74,11 @@ def hide_answers(cell: nbformat.NotebookNode) -> str:
     source = cell.source
     tags = cell.metadata.get("tags", [])
     if "question" in tags:
-        match = _QUESTION.match(source)
-        if match is None:
+        match = QUESTION_CELL.match(source)
+        if match is None or not match["back"].strip():
             raise ValueError(f"a question cell must be a bold question, then its answer: {source[:80]!r}")
-        return match["front"] + "\n\n" + _details(SUMMARY[_language_tag(cell)], match["back"])
+        front = source[:match.start("back")].rstrip()
+        return front + "\n\n" + _details(SUMMARY[_language_tag(cell)], match["back"])
     paragraphs = _PARAGRAPH_BREAK.split(source)
     for i, paragraph in enumerate(paragraphs):
         if _ANSWER_START.match(paragraph):
