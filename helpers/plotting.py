@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CJK_FAMILY", "FONT_DIR", "FONT_FILES", "IMAGES_DIR", "MIN_TEXT_PT", "SLIDE_WIDTH",
+__all__ = ["CJK_FAMILY", "FONT_DIR", "FONT_FILES", "IMAGES_DIR", "SLIDE_BODY_PX", "SLIDE_FIGURE_BOX",
            "use_course_style", "bilingual", "english_words", "is_bilingual_or_neutral", "figure_texts",
-           "text_problems",
+           "text_problems", "slide_scale",
            "course_font_paths", "savefig"]
 
 _ROOT = Path(__file__).resolve().parent.parent
@@ -45,18 +45,21 @@ _STYLE = {
     "mathtext.fontset": "dejavusans",
     # DejaVu Sans (and the CJK subset) have U+2212 MINUS SIGN, so use it for tick labels
     "axes.unicode_minus": True,
-    # sizes for notebooks and lecture slides
+    # sizes for lecture slides: at 100 dpi a 16-pt text is 22 px, the size of a slide's body
+    # text (SLIDE_BODY_PX), once the figure fits SLIDE_FIGURE_BOX and is shown at its size
     "figure.dpi": 100,
-    "savefig.dpi": 150,
-    "figure.figsize": (6.4, 4.0),
-    "font.size": 11,
-    "axes.titlesize": 13,
-    "axes.labelsize": 12,
-    "xtick.labelsize": 10.5,
-    "ytick.labelsize": 10.5,
-    "legend.fontsize": 10.5,
-    "figure.titlesize": 14,
-    "lines.linewidth": 1.8,
+    "savefig.dpi": "figure",
+    "figure.figsize": (8.0, 4.6),
+    "font.size": 16,
+    "axes.titlesize": 17,
+    "axes.labelsize": 16,
+    "xtick.labelsize": 16,
+    "ytick.labelsize": 16,
+    "legend.fontsize": 16,
+    "figure.titlesize": 18,
+    "lines.linewidth": 2.2,
+    "lines.markersize": 7,
+    "legend.handlelength": 1.6,
     # clean axes with a light grid behind the data
     "axes.grid": True,
     "axes.axisbelow": True,
@@ -138,10 +141,12 @@ def savefig(fig, name: str, *, directory: str | Path | None = None, **kwargs) ->
 # legibility checks: every figure readable when projected, labels in both languages
 # --------------------------------------------------------------------------------------
 
-#: Smallest text size (points) at the figure's size once it is scaled to :data:`SLIDE_WIDTH`.
-MIN_TEXT_PT = 10.5
-#: Width (inches, at 100 dpi) that a slide gives a figure: a wider figure is scaled down.
-SLIDE_WIDTH = 9.6
+#: Size (CSS px) of a slide's body text (``.reveal .jp-RenderedHTMLCommon`` in
+#: ``static/course.css``): no text of a figure may be smaller on a slide.
+SLIDE_BODY_PX = 22
+#: Box (CSS px, width and height) that a slide gives a figure (``static/course.css``): a
+#: larger picture is scaled down to fit it, and its text with it.
+SLIDE_FIGURE_BOX = (1200, 520)
 
 #: Words that read the same in both languages: layer names, abbreviations, units, symbols.
 NEUTRAL_WORDS = {
@@ -222,12 +227,26 @@ def figure_texts(fig) -> list:
     return out
 
 
-def text_problems(fig, min_pt: float = MIN_TEXT_PT, slide_width: float = SLIDE_WIDTH,
+def slide_scale(fig, box: tuple[int, int] = SLIDE_FIGURE_BOX) -> float:
+    """The factor by which a slide scales ``fig``'s picture: the notebook stores it cropped
+    to its contents (``bbox_inches="tight"``, as the inline backend does) at ``fig.dpi``, one
+    pixel per CSS px, and a slide shows it at that size unless it is larger than ``box``."""
+    import matplotlib
+
+    fig.canvas.draw()
+    tight = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    pad = 2 * matplotlib.rcParams["savefig.pad_inches"]
+    width, height = (tight.width + pad) * fig.dpi, (tight.height + pad) * fig.dpi
+    return min(1.0, box[0] / width, box[1] / height)
+
+
+def text_problems(fig, min_px: float = SLIDE_BODY_PX, box: tuple[int, int] = SLIDE_FIGURE_BOX,
                   tolerance_px: float = 1.0) -> list[str]:
     """What makes ``fig`` hard to read when projected, one line each (empty when none):
 
-    - a text smaller than ``min_pt`` points once the figure is scaled down to
-      ``slide_width`` inches (a figure that is narrower keeps its size);
+    - a text smaller on a slide than ``min_px`` CSS px (a slide's body text,
+      :data:`SLIDE_BODY_PX`), once the picture is scaled down to fit ``box``
+      (:func:`slide_scale`);
     - two texts whose rendered boxes (``get_window_extent``) overlap by more than
       ``tolerance_px`` pixels in both directions;
     - a text that is only English (:func:`is_bilingual_or_neutral`);
@@ -236,13 +255,16 @@ def text_problems(fig, min_pt: float = MIN_TEXT_PT, slide_width: float = SLIDE_W
     """
     texts = figure_texts(fig)
     renderer = fig.canvas.get_renderer()
-    scale = min(1.0, slide_width / fig.get_figwidth())
+    scale = slide_scale(fig, box)
     problems = []
+    if scale < 1.0:
+        problems.append(f"larger than a slide's figure box {box[0]}x{box[1]} px: shown at "
+                        f"{scale:.0%}")
     for t in texts:
-        size = t.get_fontsize() * scale
-        if size < min_pt - 1e-9:
-            problems.append(f"too small ({t.get_fontsize():g} pt, {size:.1f} pt on a slide): "
-                            f"{t.get_text()!r}")
+        size = t.get_fontsize() * fig.dpi / 72 * scale
+        if size < min_px - 0.05:
+            problems.append(f"too small ({t.get_fontsize():g} pt, {size:.1f} px on a slide, "
+                            f"body text {min_px} px): {t.get_text()!r}")
         if not is_bilingual_or_neutral(t.get_text()):
             problems.append(f"English only: {t.get_text()!r}")
     boxes = [(t, t.get_window_extent(renderer)) for t in texts]

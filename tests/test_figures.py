@@ -1,8 +1,9 @@
 """Every figure of the course, drawn by its helper function, is readable when projected and
 labelled in both languages (:func:`helpers.plotting.text_problems`):
 
-- no text smaller than :data:`helpers.plotting.MIN_TEXT_PT` points once the figure is scaled
-  to a slide's width (:data:`helpers.plotting.SLIDE_WIDTH` inches at 100 dpi);
+- no text smaller on a slide than a slide's body text (:data:`helpers.plotting.SLIDE_BODY_PX`
+  CSS px), once the picture is scaled down to fit the slide's figure box
+  (:data:`helpers.plotting.SLIDE_FIGURE_BOX`, :func:`helpers.plotting.slide_scale`);
 - no two texts (titles, axis and tick labels, legend texts, annotations) overlapping, as
   matplotlib's renderer places them (``get_window_extent``);
 - every text bilingual (holds Chinese) or language-neutral (symbols, numbers, layer names).
@@ -270,14 +271,19 @@ def test_checker_finds_overlapping_tick_labels():
     plt.close(fig)
 
 
-def test_checker_scales_wide_figures():
-    """12 pt text is fine on a 9.6-inch figure, too small on a 15-inch one (7.7 pt on a slide)."""
-    for width, ok in ((9.6, True), (15.0, False)):
-        fig, ax = plt.subplots(figsize=(width, 3))
-        ax.set_title("BatchNorm", fontsize=12)
+def test_checker_scales_figures_to_the_slide_box():
+    """16 pt at 100 dpi is 22.2 px, as large as a slide's 22-px body text, on a figure that
+    fits the 1200 x 520 px box; 15.5 pt (21.5 px) is not. A 15-inch-wide figure is scaled
+    down to the box's width and a 6-inch-tall one to its height, and their 16 pt with them."""
+    for (width, height), pt, ok in (((9.6, 3.0), 16, True), ((9.6, 3.0), 15.5, False),
+                                    ((15.0, 3.0), 16, False), ((9.6, 6.0), 16, False)):
+        fig, ax = plt.subplots(figsize=(width, height))
+        ax.set_title("BatchNorm", fontsize=pt)
         ax.set_xticks([0, 1], ["0", "1"], fontsize=16)
         ax.set_yticks([])
-        assert (text_problems(fig) == []) is ok, width
+        fig.tight_layout()
+        assert (text_problems(fig) == []) is ok, (width, height, pt, text_problems(fig))
+        assert bool(plotting.slide_scale(fig) == 1.0) is ((width, height) == (9.6, 3.0))
         plt.close(fig)
 
 

@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from tools import course, slides
+from tools import slides as S
 
 LESSONS = course.lessons()
 
@@ -212,3 +213,19 @@ def test_split_for_slides_cuts_tall_cells_only_on_the_decks():
     assert all(slides.OUTPUT_ONLY_TAG in c.metadata["tags"] for c in codes[1:])
     assert all(c.metadata["slideshow"]["slide_type"] == "subslide" for c in codes[1:])
     assert len({c.id for c in out.cells}) == len(out.cells)
+
+
+def test_slide_sizes_match_the_stylesheet():
+    """The figure check (helpers.plotting) and the slide estimates use the sizes that
+    static/course.css gives a slide's body text and a slide's pictures."""
+    import re
+
+    from helpers.plotting import SLIDE_BODY_PX, SLIDE_FIGURE_BOX
+
+    css = (pathlib.Path(__file__).resolve().parent.parent / "static" / "course.css").read_text()
+    body = re.search(r"\.reveal \.jp-RenderedHTMLCommon \{ font-size: (\d+)px; \}", css)
+    image = re.search(r"\.reveal \.jp-RenderedHTMLCommon img \{ max-height: (\d+)px; max-width: 100%;", css)
+    assert body and int(body.group(1)) == SLIDE_BODY_PX
+    assert image and int(image.group(1)) == SLIDE_FIGURE_BOX[1]
+    # the box's width is the slide's content width: the deck's slide less reveal.js's margins
+    assert S.IMAGE_MAX == SLIDE_FIGURE_BOX and SLIDE_FIGURE_BOX[0] <= S.SLIDE_SIZE[0] - 40

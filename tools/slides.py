@@ -51,6 +51,8 @@ import unicodedata
 
 import nbformat
 
+from helpers.plotting import SLIDE_FIGURE_BOX
+
 from .course import IMAGES, lessons
 
 SLIDE_TYPES = ("slide", "subslide", "fragment", "skip", "-", "notes")
@@ -72,7 +74,7 @@ BLOCK_PX = 16              # space between paragraphs, list items' blocks, headi
 HEADING_PX = {1: 70, 2: 60, 3: 48, 4: 40}
 FORMULA_PX = 50            # a display formula, one line
 TABLE_ROW_PX = 40          # a row of a markdown table
-IMAGE_MAX = (1200, 520)    # an image is scaled down to fit this box (course.css)
+IMAGE_MAX = SLIDE_FIGURE_BOX  # an image is scaled down to fit this box (course.css)
 IMAGE_PAD_PX = 70          # margins around a figure
 # The old names, in slide lines of PROSE_PX
 SLIDE_LINES = SLIDE_PX // PROSE_PX
