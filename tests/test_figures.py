@@ -321,3 +321,44 @@ def test_checker_finds_text_outside_the_figure():
     fig.legend(loc="lower center", ncol=3, bbox_to_anchor=(0.9, 0.0))
     assert any(p.startswith("outside the figure") for p in text_problems(fig))
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------
+# the stored pictures are shown at their size on a slide
+# --------------------------------------------------------------------------------------
+
+def _stored_pictures():
+    """(where, (width, height)) of every PNG output of the committed lessons and every PNG
+    in images/, read from the PNG headers."""
+    import base64
+    import pathlib
+
+    import nbformat
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for k, cell in enumerate(nb.cells):
+            for out in cell.get("outputs", []):
+                data = out.get("data", {}).get("image/png")
+                if data:
+                    head = base64.b64decode(data[:44])
+                    found.append((f"{path.name} cell {k}", (int.from_bytes(head[16:20], "big"),
+                                                            int.from_bytes(head[20:24], "big"))))
+    for path in sorted((root / "images").glob("*.png")):
+        head = path.read_bytes()[:24]
+        found.append((f"images/{path.name}", (int.from_bytes(head[16:20], "big"),
+                                              int.from_bytes(head[20:24], "big"))))
+    return found
+
+
+def test_stored_pictures_fit_the_slide_box():
+    """A slide shows a picture at its stored size unless it is larger than the figure box, so
+    the figure functions' 16-pt text stays as large as the slide's body text only if every
+    stored picture fits the box (the browser test measures the same on the decks)."""
+    pictures = _stored_pictures()
+    assert len(pictures) >= 30  # every lesson's figures and the two committed images
+    box = plotting.SLIDE_FIGURE_BOX
+    too_large = [f"{where}: {w}x{h} px" for where, (w, h) in pictures if w > box[0] or h > box[1]]
+    assert not too_large, f"larger than {box[0]}x{box[1]} px:\n" + "\n".join(too_large)

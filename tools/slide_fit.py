@@ -7,7 +7,10 @@ units (the 960 × 700 slide, whatever the window's scale):
 
 * **too tall**: the slide's content reaches below the slide's height (it would be cut off);
 * **cut at the right**: a code or text-output line (a ``pre`` / ``code``, or any box that
-  clips or scrolls) is wider than its box, or content reaches past the slide's right edge.
+  clips or scrolls) is wider than its box, or content reaches past the slide's right edge;
+* **figure shrunk**: a picture is shown narrower than it is stored (one stored pixel per CSS
+  px), so its text is smaller than the 22-px body text that the course's figures are drawn
+  for (``helpers.plotting.text_problems``).
 
     python -m tools.slide_fit                      # every deck, both languages, both windows
     python -m tools.slide_fit --lessons 00 05 --lang zh --windows 1280x720
@@ -95,6 +98,17 @@ async (tol) => {
       }
     };
     walk(s, false, false);
+    // a figure shown smaller than it is stored: its text (16 pt at 100 dpi, the size of the
+    // slide's body text) shrinks with it
+    for (const img of s.querySelectorAll('img')) {
+      if (!img.complete) await new Promise(r => { img.onload = img.onerror = r; });
+      const shown = img.getBoundingClientRect().width / scale;
+      if (img.naturalWidth && shown < img.naturalWidth - tol) {
+        cuts.push({what: 'figure shrunk', tag: name(img), cell: cellOf(img),
+                   px: Math.round(img.naturalWidth - shown),
+                   percent: Math.round(100 * shown / img.naturalWidth)});
+      }
+    }
     const height = (bottom - top) / scale;
     const below = (bottom - box.top) / scale - H;
     const past = (right - box.left) / scale - W;
@@ -133,11 +147,14 @@ class DeckReport:
 
     def summary(self) -> str:
         tall = sum(any(p["what"] == "too tall" for p in s["problems"]) for s in self.slides)
-        cut = sum(any(p["what"] != "too tall" for p in s["problems"]) for s in self.slides)
+        cut = sum(any(p["what"] not in ("too tall", "figure shrunk") for p in s["problems"])
+                  for s in self.slides)
+        shrunk = sum(any(p["what"] == "figure shrunk" for p in s["problems"]) for s in self.slides)
         tallest = max((s["height"] for s in self.slides), default=0)
         w, h = self.window
         return (f"{self.lang} {self.deck:<36} {w}x{h}: {len(self.slides):3d} slides, "
-                f"tallest {tallest}/{self.slide_size[1]} px, {tall} too tall, {cut} cut at the right")
+                f"tallest {tallest}/{self.slide_size[1]} px, {tall} too tall, {cut} cut at the right, "
+                f"{shrunk} with a shrunk figure")
 
     def offender_lines(self) -> list[str]:
         lines = []
@@ -146,7 +163,8 @@ class DeckReport:
             for p in s["problems"]:
                 where = f" ({p['tag']} in cell {p['cell']})" if p["cell"] else f" ({p['tag']})"
                 extra = (f": content {p['height']} px, slide {self.slide_size[1]} px"
-                         if p["what"] == "too tall" else "")
+                         if p["what"] == "too tall" else
+                         f" (shown at {p['percent']} %)" if p["what"] == "figure shrunk" else "")
                 lines.append(f"  {self.lang} {self.deck} slide {s['h']}/{s['v']} at {w}x{h}: "
                              f"{p['what']} by {p['px']} px{extra}{where}")
         return lines
