@@ -254,11 +254,13 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
     batches): left, the spread of the batch mean and standard deviation against B with their
     theory lines; right, BatchNorm's normalised value against the population-normalised one
     for 400 batches of size ``batch_size``. Returns ``(figure, html)``."""
+    from matplotlib.ticker import NullFormatter
+
     plt = _style()
     r = batch_statistics_spread(batch_size)
     grid = _bn_spreads(tuple(sizes))
     bs = [s["batch_size"] for s in grid]
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.6, 4.6))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.6, 4.9), width_ratios=(1.25, 1))
     ax0.loglog(bs, [s["mean_spread"] for s in grid], "o", color="#4c72b0",
                label="std(μ_B), measured · 实测")
     ax0.loglog(bs, [s["mean_theory"] for s in grid], "-", color="#4c72b0", lw=1,
@@ -269,9 +271,11 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
                label="≈ σ/√(2B)")
     ax0.loglog([r["batch_size"]] * 2, [r["mean_spread"], r["std_spread"]], "o", ms=14,
                mfc="none", mec="k", mew=1.5)
+    ax0.set_ylim(2e-3, 1.5)  # room below the lines for the legend
+    ax0.yaxis.set_minor_formatter(NullFormatter())
     ax0.set_xlabel("batch size B · 批大小 B")
-    ax0.set_ylabel("spread across batches · 跨批波动")
-    ax0.set_title("σ = 1", fontsize=12)
+    ax0.set_ylabel("spread across batches\n跨批波动")
+    ax0.set_title("σ = 1")
     ax0.legend(loc="lower left")
     k = 400
     ax1.plot(r["x_hat_population"][:k].numpy(), r["x_hat_batch"][:k].numpy(), ".", alpha=0.5, color="#c44e52")
@@ -280,7 +284,7 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
     ax1.set_ylim(-4.5, 4.5)
     ax1.set_xlabel("x̂, population · 用总体统计量")
     ax1.set_ylabel("x̂, batch · 用批统计量")
-    ax1.set_title(f"B = {r['batch_size']}", fontsize=12)
+    ax1.set_title(f"B = {r['batch_size']}")
     fig.tight_layout()
     html = _table([
         ("batch size B", str(r["batch_size"])),
@@ -355,7 +359,7 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
     r = layer_norm_shrinkage(input_std, eps)
     ref = layer_norm_shrinkage(input_std, 0.0)
     s_grid = torch.logspace(-6, 2, 200, dtype=torch.float64)
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.6, 4.6))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.6, 4.9))
     ax0.semilogx(s_grid.numpy(), (s_grid / (s_grid ** 2 + eps).sqrt()).numpy(), "-", color="#4c72b0",
                  label="s / √(s² + ε)")
     pts = [10.0 ** k for k in range(-6, 3)]
@@ -364,7 +368,8 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
     if eps > 0:
         ax0.axvline(math.sqrt(eps), color="grey", ls=":", lw=1, label="s = √ε")
     ax0.plot([input_std], [r["output_std"]], "o", ms=13, mfc="none", mec="k", mew=1.5)
-    ax0.set_ylim(-0.05, 1.1)
+    ax0.set_ylim(-0.05, 1.75)  # the legend sits above the line at 1
+    ax0.set_yticks([0, 0.5, 1])
     ax0.set_xlabel("input std s · 输入标准差 s")
     ax0.set_ylabel("output std · 输出标准差")
     ax0.set_title(f"ε = {eps:.0e}")
@@ -373,9 +378,10 @@ def ln_eps_figure(input_std: float = 1e-3, eps: float = 1e-5):
     ax1.bar(idx - 0.2, ref["output"][0, :16].numpy(), width=0.4, color="#bbbbbb", label="ε = 0")
     ax1.bar(idx + 0.2, r["output"][0, :16].numpy(), width=0.4, color="#c44e52", label=f"ε = {eps:.0e}")
     ax1.set_ylim(-3, 3)
+    ax1.set_xticks(range(0, 16, 5))
     ax1.set_xlabel("feature i · 特征 i")
     ax1.set_ylabel("LN(a)ᵢ")
-    ax1.set_title(f"one token · 一个 token, s = {input_std:.1e}", fontsize=12)
+    ax1.set_title(f"one token · 一个 token, s = {input_std:.1e}")
     ax1.legend(loc="lower right")
     fig.tight_layout()
     html = _table([
@@ -467,12 +473,13 @@ def group_norm_figure(num_groups: int = 3, num_channels: int = 12):
     c = num_channels
     r = group_norm_channels(x, num_groups)
     groups = r["group"].numpy()
-    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(9.6, 5.4), height_ratios=(1, 3))
+    # the strip shares the bars' channel axis, so each colour sits above its channel's bars
+    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(11.6, 4.9), height_ratios=(1, 4), sharex=True)
     ax0.imshow(groups[None, :] % 10, cmap="tab10", vmin=0, vmax=9, aspect="auto")
     for ch, gid in enumerate(groups):
-        ax0.text(ch, 0, str(gid), ha="center", va="center", color="white", fontsize=12)
+        ax0.text(ch, 0, str(gid), ha="center", va="center", color="white")
     ax0.set_yticks([])
-    ax0.set_xticks(range(c))
+    ax0.tick_params(axis="x", bottom=False, labelbottom=False)
     ax0.grid(False)
     label = "  (= LayerNorm)" if num_groups == 1 else "  (= InstanceNorm)" if num_groups == c else ""
     ax0.set_title(f"G = {num_groups}: {c // num_groups} channels per group · 每组 {c // num_groups} 个通道"
@@ -486,6 +493,7 @@ def group_norm_figure(num_groups: int = 3, num_channels: int = 12):
     ax1.axhline(0, color="k", lw=0.8)
     ax1.axhline(1, color="grey", lw=0.8, ls=":")
     ax1.set_xticks(range(c))
+    ax1.set_xlim(-0.5, c - 0.5)
     ax1.set_xlabel("channel c (colour = group) · 通道 c（颜色 = 组）")
     ax1.set_ylim(-2.2, 2.2)
     ax1.legend(loc="lower right", ncol=2)
@@ -579,26 +587,29 @@ def rms_mean_figure(mean_offset: float = 2.0):
     plt = _style()
     r = rms_mean_offset(mean_offset)
     m_grid = torch.linspace(0, 8, 161, dtype=torch.float64)
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.6, 4.6))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.6, 4.9))
     ax0.plot(m_grid.numpy(), (1 / (1 + m_grid ** 2 + 1e-6).sqrt()).numpy(), "-", color="#c44e52",
              label="RMSNorm: 1/√(1 + m²)")
     ax0.plot(m_grid.numpy(), (torch.ones_like(m_grid) / math.sqrt(1 + 1e-6)).numpy(), "-", color="#4c72b0",
              label="LayerNorm: 1")
     ax0.plot([mean_offset] * 2, [r["rms_std"], r["ln_std"]], "o", ms=11, mfc="none",
              mec="k", mew=1.5, label="measured · 实测")
-    ax0.set_ylim(0, 1.6)  # the legend sits above the LayerNorm line at 1
+    ax0.set_ylim(0, 1.75)  # the legend sits above the LayerNorm line at 1
+    ax0.set_yticks([0, 0.5, 1])
     ax0.set_xlabel("mean offset m = μ/σ · 均值偏移 m")
     ax0.set_ylabel("output std · 输出标准差")
-    ax0.set_title("variation left · 剩余的波动", fontsize=12)
+    ax0.set_title("variation left · 剩余的波动")
     ax0.legend(loc="upper right")
     idx = torch.arange(16).numpy()
     ax1.plot(idx, r["input"][0, :16].numpy(), "o:", color="grey", label="input a · 输入 a")
     ax1.plot(idx, r["ln"][0, :16].numpy(), "s-", color="#4c72b0", label="LayerNorm(a)")
     ax1.plot(idx, r["rms"][0, :16].numpy(), "^-", color="#c44e52", label="RMSNorm(a)")
     ax1.set_ylim(-3, 11)
+    ax1.set_xticks(range(0, 16, 5))
     ax1.set_xlabel("feature i · 特征 i")
-    ax1.set_title(f"one token · 一个 token, m = {mean_offset:g}", fontsize=12)
-    ax1.legend(loc="upper right")
+    ax1.set_title(f"one token · 一个 token, m = {mean_offset:g}")
+    # outside the axes: for some m the input's points pass through every corner
+    ax1.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     html = _table([
         ("m = mu/sigma", f"{mean_offset:g}"),
@@ -672,28 +683,30 @@ def pre_post_ln_figure(num_layers: int = 12, seeds: tuple[int, ...] = (0, 1, 2))
     first and last layer and their ratio. Returns ``(figure, html)``."""
     import numpy as np
 
+    from matplotlib.ticker import MaxNLocator
+
     if not seeds:
         raise ValueError("seeds must name at least one seed")
     plt = _style()
     profiles = [init_gradient_profile(num_layers, seed=s) for s in seeds]
     layers = np.arange(1, num_layers + 1)
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, ax = plt.subplots(figsize=(10.4, 4.6))
     rows = [("number of layers L", str(num_layers))]
     for name, key, style, color in (("Post-LN", "post", "o-", "#4c72b0"),
                                     ("Pre-LN", "pre", "s-", "#c44e52")):
         g = np.array([p[key] for p in profiles])
         mean = g.mean(0)
-        ax.plot(layers, mean, style, ms=4, color=color, label=name)
+        ax.plot(layers, mean, style, ms=6, color=color, label=name)
         ax.fill_between(layers, g.min(0), g.max(0), color=color, alpha=0.2)
         rows.append((f"{name}: first, last, last/first (mean of {len(seeds)} seeds)",
                      f"{mean[0]:.3f}, {mean[-1]:.3f}, {mean[-1] / mean[0]:.2f}"))
     ax.set_xlabel("layer l · 层 l")
     ax.set_ylabel("‖∂L/∂W₂‖, init · 初始化")
-    ax.set_title(f"L = {num_layers}, d = 32: mean of {len(seeds)} seeds · {len(seeds)} 个种子的均值",
-                 fontsize=12)
+    ax.set_title(f"L = {num_layers}, d = 32: mean of {len(seeds)} seeds · {len(seeds)} 个种子的均值")
     ax.set_ylim(0, None)
     ax.set_xlim(0.5, max(num_layers, 2) + 0.5)
-    ax.legend()
+    ax.xaxis.set_major_locator(MaxNLocator(7, integer=True))
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))  # clear of the bands at every L
     fig.tight_layout()
     return fig, _table(rows)
 
