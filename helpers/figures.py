@@ -455,20 +455,21 @@ def eps_placement(scales, inside_rms, outside_rms, eps: float):
 
 
 def depth_gradients(grads: dict, depths, slopes: dict, key: str = "markov"):
-    r"""Per-layer :math:`\lVert\partial\mathcal L/\partial W_2^{(l)}
-Vert_F` at initialisation
+    r"""Per-layer :math:`\lVert\partial\mathcal L/\partial W_2^{(l)}\rVert_F` at initialisation
     for Post-LN and Pre-LN at each depth (``grads[key, position, L]``: seeds × layers, mean
     with a min-to-max band), and the last layer's gradient against L on log-log axes with the
-    fitted ``slopes`` and the slope −1/2 of Xiong et al. (2020), Theorem 1. Two rows: the two
-    placements side by side, the log-log plot below.
+    fitted ``slopes`` and the slope −1/2 of Xiong et al. (2020), Theorem 1. One row: the two
+    placements on the left, the log-log plot on the right, each legend below its panels.
 
     Lesson 05."""
+    from matplotlib.ticker import MaxNLocator
+
     plt = _style()
-    fig = plt.figure(figsize=(9.6, 7.6))
-    grid = fig.add_gridspec(2, 2)
+    fig = plt.figure(figsize=(11.8, 5.0))
+    grid = fig.add_gridspec(1, 3, width_ratios=(1, 1, 1.05))
     top = [fig.add_subplot(grid[0, 0])]
     top.append(fig.add_subplot(grid[0, 1], sharey=top[0]))
-    ax = fig.add_subplot(grid[1, :])
+    ax = fig.add_subplot(grid[0, 2])
     colors = dict(zip(depths, ["#4c72b0", "#dd8452", "#c44e52", "#55a868"]))
     for axis, position in zip(top, ["post", "pre"]):
         for L in depths:
@@ -479,24 +480,29 @@ Vert_F` at initialisation
         axis.set_title(f"{position.capitalize()}-LN, init · 初始化")
         axis.set_xlabel("layer l · 层 l")
         axis.set_ylim(0, None)
-    top[0].legend(loc="upper right")
+        axis.xaxis.set_major_locator(MaxNLocator(4, integer=True))
+    top[1].tick_params(labelleft=False)
     top[0].set_ylabel(r"$\|\partial \mathcal{L} / \partial W_2^{(l)}\|_F$")
+    top[0].yaxis.set_major_locator(MaxNLocator(5))
     last = {}
     for position, color in [("post", "#4c72b0"), ("pre", "#c44e52")]:
         last[position] = [grads[key, position, L].mean(0)[-1].item() for L in depths]
+        slope = f"{slopes[position]:.2f}".replace("-", "−")
         ax.loglog(depths, last[position], "o-", color=color,
-                  label=f"{position.capitalize()}-LN: slope · 斜率 {slopes[position]:.2f}")
-    ax.loglog(depths, [last["pre"][0] * (depths[0] / L) ** 0.5 for L in depths], ":", color="gray",
-              label="slope · 斜率 −0.5 (Theorem 1, Pre-LN)")
+                  label=f"{position.capitalize()}-LN: slope · 斜率 {slope}")
+    theorem = [last["pre"][0] * (depths[0] / L) ** 0.5 for L in depths]
+    ax.loglog(depths, theorem, ":", color="gray", label="Theorem 1 · 定理 1: slope · 斜率 −0.5")
     ax.set_xticks(depths, labels=[str(L) for L in depths])
-    lo, hi = min(min(v) for v in last.values()), max(max(v) for v in last.values())
+    lo, hi = min(min(v) for v in [*last.values(), theorem]), max(max(v) for v in last.values())
     ticks = [t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 2.0) if lo / 1.3 <= t <= hi * 1.3]
     ax.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
     ax.minorticks_off()
-    ax.set_xlabel("number of layers L · 层数 L")
-    ax.set_title("last layer's FFN gradient · 最后一层 FFN 的梯度")
-    ax.legend(loc="lower left")
-    fig.tight_layout()
+    ax.set_xlabel("layers L · 层数 L")
+    ax.set_title("last layer's FFN gradient\n最后一层 FFN 的梯度")
+    # the legends below their panels: the depths under the two profiles, the slopes under the
+    # log-log plot (wider than its panel, so flush with its right edge)
+    _legends_below(fig, [(top, *top[0].get_legend_handles_labels(), len(depths), "center"),
+                         ([ax], *ax.get_legend_handles_labels(), 1, "right")])
     return fig
 
 
@@ -505,13 +511,14 @@ def loss_curves(groups: dict[str, list[dict]], chance: float, chance_label: str,
     """Training loss against step, one colour (and line style) per group of runs, one line per
     seed (``groups`` maps a label to the results of
     :func:`helpers.transformer.train_reversal`, with ``steps`` and ``loss``; "warmup" in a
-    label gets its Chinese), and the loss of a uniform guess ``chance`` dashed.
+    label gets its Chinese), and the loss of a uniform guess ``chance`` dashed. The legend
+    stands below the plot; a long ``title`` is broken into two lines after its first ": ".
 
     Lessons 05 and 06."""
     from .plotting import bilingual
 
     plt = _style()
-    fig, ax = plt.subplots(figsize=(8.4, 4.6))
+    fig, ax = plt.subplots(figsize=(10.6, 5.0))
     colors = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974"]
     for k, (label, results) in enumerate(groups.items()):
         color, ls = (styles or {}).get(label, (colors[k % len(colors)], "-"))
@@ -522,10 +529,27 @@ def loss_curves(groups: dict[str, list[dict]], chance: float, chance_label: str,
     ax.set_xlabel("step · 步")
     ax.set_ylabel("training loss · 训练损失")
     if title:
-        ax.set_title(title, fontsize=12)
-    ax.legend(loc="lower left")  # the curves start high and fall to the right
-    fig.tight_layout()
+        ax.set_title(title.replace(": ", "\n", 1) if len(title) > 50 else title)
+    handles, labels = ax.get_legend_handles_labels()  # below the plot, where it covers no curve
+    _legends_below(fig, [([ax], handles, labels, 3 if max(map(len, labels)) <= 30 else 2, "center")])
     return fig
+
+
+def _legends_below(fig, legends):
+    """Figure legends under the axes, ``legends`` = ``[(axes, handles, labels, ncol, align),
+    ...]``, each centred under its ``axes`` (``align="center"``) or flush with their right
+    edge (``"right"``); the axes are laid out (``tight_layout``) above the tallest one."""
+    drawn = [fig.legend(handles, labels, loc="upper " + align, ncol=ncol, frameon=False,
+                        borderaxespad=0, borderpad=0)
+             for axes, handles, labels, ncol, align in legends]
+    renderer = fig.canvas.get_renderer()
+    bottom = max(legend.get_window_extent(renderer).height for legend in drawn) / fig.bbox.height
+    gap = 0.1 / fig.get_figheight()  # a tenth of an inch between the x labels and the legends
+    fig.tight_layout(rect=(0, bottom + gap, 1, 1))
+    for legend, (axes, *_, align) in zip(drawn, legends):
+        x0, x1 = min(a.get_position().x0 for a in axes), max(a.get_position().x1 for a in axes)
+        legend.set_bbox_to_anchor((x1 if align == "right" else (x0 + x1) / 2, bottom),
+                                  transform=fig.transFigure)
 
 
 def update_growth(updates: dict, depths, fits: dict, kinds=("post", "pre", "deepnorm")):
@@ -559,20 +583,22 @@ def bandwidth_roofline(working_sets, bandwidth, caches: dict, peak: float, point
     memory roof (last bandwidth) under the matmul peak ``peak`` (GFLOP/s), and the measured
     norms ``points`` = ``[(name, FLOP/byte, GFLOP/s), ...]``, one marker each, named in the
     legend (not next to the points, where they would overlap: several norms share one
-    intensity).
+    intensity), which stands right of (b), a long name broken after its comma.
 
     Lesson 07."""
+    from matplotlib.ticker import LogLocator
+
     from . import bench_norms as B
 
     plt = _style()
-    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(9.6, 9.6), height_ratios=(1, 1.6))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.8, 4.9))
     ax0.plot(working_sets, bandwidth, "o-")
     for name, size in caches.items():
         ax0.axvline(size / 2**20, color="grey", ls=":", lw=1)
-        ax0.text(size / 2**20, 0.04, f" {name}", transform=ax0.get_xaxis_transform(), fontsize=11,
-                 color="#444444")
-    ax0.set(xscale="log", xlabel="working set: source + destination (MiB) · 工作集（源 + 目标）",
+        ax0.text(size / 2**20, 0.04, f" {name}", transform=ax0.get_xaxis_transform(), color="#444444")
+    ax0.set(xscale="log", xlabel="working set (MiB) · 工作集\nsource + destination · 源 + 目标",
             ylabel="copy · 复制 (GB/s)", title="(a) bandwidth · 带宽")
+    ax0.xaxis.set_major_locator(LogLocator(numticks=12))  # every power of 10
     ax0.set_ylim(0, 1.15 * max(bandwidth))
     intensity = [2 ** (k / 4) for k in range(-16, 33)]  # 1/16 to 256 FLOP/byte
     for bw, label, style in [(bandwidth[0], "cache roof · 缓存带宽", "--"),
@@ -580,11 +606,14 @@ def bandwidth_roofline(working_sets, bandwidth, caches: dict, peak: float, point
         ax1.plot(intensity, B.roofline(intensity, peak, bw), style, color="C0", label=label)
     markers = "osD^v<>ph*"
     for k, (name, x, y) in enumerate(points):
-        ax1.plot(x, y, markers[k % len(markers)], ms=8, color=f"C{k + 1}", label=name)
-    ax1.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte) · 算术强度",
+        ax1.plot(x, y, markers[k % len(markers)], ms=8, color=f"C{k + 1}",
+                 label=name.replace(", ", ",\n", 1) if len(name) > 24 else name)
+    ax1.set(xscale="log", yscale="log", xlabel="arithmetic intensity\n(FLOP/byte) · 算术强度",
             ylabel="GFLOP/s", title="(b) roofline · 屋顶线")
     ax1.set_xlim(intensity[0], intensity[-1])
-    ax1.legend(loc="lower right", frameon=False)
+    ax1.xaxis.set_major_locator(LogLocator(numticks=12))
+    ax1.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False,
+               labelspacing=0.3)
     fig.tight_layout()
     return fig
 

@@ -184,7 +184,7 @@ def warmup_grid_figure(records: dict[str, dict]):
             cell = summary[position, lr, warmup]
             ax.add_patch(plt.Rectangle((x - 0.45, y - 0.45), 0.9, 0.9,
                                        color=cmap(cell["trains"] / cell["runs"])))
-            ax.text(x, y, f"{cell['trains']}/{cell['runs']}", ha="center", va="center", fontsize=15)
+            ax.text(x, y, f"{cell['trains']}/{cell['runs']}", ha="center", va="center", fontsize=17)
     ax.axvline(len(warmups) - 0.5, color="black", lw=1.5)
     ax.set_xticks(range(len(columns)),
                   [f"Post-LN\n{w}" for _, w in columns[:-1]] + ["Pre-LN\n0"])
