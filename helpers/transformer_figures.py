@@ -163,7 +163,7 @@ def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figs
     return fig
 
 
-def plot_stream_rms(stream: dict, figsize=(6, 3.6)):
+def plot_stream_rms(stream: dict, figsize=(10.0, 4.4)):
     """Root mean square of the residual stream after the embeddings (0) and after each block,
     per layout: ``stream`` maps a layout to ``(at_init, trained)`` lists of tensors
     (:meth:`helpers.transformer.LayoutTransformer.residual_stream`); dotted at
@@ -178,6 +178,6 @@ def plot_stream_rms(stream: dict, figsize=(6, 3.6)):
     ax.plot([], [], ":", color="gray", label="dotted: init · 点线：初始化")
     ax.set_xlabel("block · 块 (0 = embeddings · 嵌入)")
     ax.set_ylabel("stream RMS · 残差流均方根")
-    ax.legend(loc="center right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the axes: the curves fill them
     fig.tight_layout()
     return fig
