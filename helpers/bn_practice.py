@@ -715,44 +715,48 @@ _GLOSSARY = [("uniform noise", "均匀噪声"), ("no dropout", "无 dropout"),
 def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     """Left: the measured test/train variance ratio of every BatchNorm input, per layer, for
     each labelled model, with the keep ratio p (the zero-mean prediction) dashed. Right: the
-    shift max(test/running, running/test) per layer (1 = no shift). Returns the figure. Used
-    in lesson 10."""
+    shift max(test/running, running/test) per layer (1 = no shift). One legend for both,
+    beside them (English above Chinese in each entry). Returns the figure. Used in lesson 10."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from .plotting import bilingual, use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 5.8))
+    fig, axes = plt.subplots(1, 2, figsize=(11.6, 4.9))
     for (label, rows), marker in zip(ratio_rows, "osD^v"):
-        label = bilingual(label, _GLOSSARY)
+        label = bilingual(label, _GLOSSARY).replace(" · ", "\n", 1)
         layers = [r["layer"] for r in rows]
         axes[0].plot(layers, [r["test_over_train"] for r in rows], marker + "-", label=label)
         axes[1].plot(layers, [r["shift"] for r in rows], marker + "-", label=label)
-    axes[0].axhline(keep, color="k", ls="--", lw=1, label=f"p = {keep}")
-    axes[1].axhline(1.0, color="k", ls="--", lw=1)
+    axes[0].axhline(keep, color="k", ls="--", lw=1.5, label=f"p = {keep}")
+    axes[1].axhline(1.0, color="k", ls="--", lw=1.5)
     axes[0].set_ylabel("Var_test / Var_train")
     axes[1].set_ylabel("max(Var_test/σ̂², σ̂²/Var_test)")
-    for ax, title in zip(axes, ["train → test · 方差变化",
-                                "shift · 方差偏移 (1 = none · 无)"]):
+    axes[1].yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
+    for ax, title in zip(axes, ["train → test\n方差变化", "shift · 方差偏移\n(1 = none · 无)"]):
         ax.set_xlabel("BatchNorm layer · 层")
         ax.set_title(title)
         ax.set_xticks(sorted({r["layer"] for _, rows in ratio_rows for r in rows}))
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=1, frameon=False)
-    fig.tight_layout(rect=(0, (0.15 + 0.23 * len(handles)) / fig.get_figheight(), 1, 1))
+    legend = fig.legend(handles, labels, loc="center right", bbox_to_anchor=(1.0, 0.5),
+                        frameon=False, labelspacing=0.8)
+    fig.canvas.draw()
+    share = legend.get_window_extent().width / fig.bbox.width  # the legend's part of the width
+    fig.tight_layout(rect=(0, 0, 1 - share - 0.01, 1), w_pad=2.0)
     return fig
 
 
 def plot_weight_norms(traces: dict[str, list[tuple[int, float]]], lr: float, steps: int):
     """Left: ||W|| of one BatchNorm'd layer over training, one curve per weight-decay setting.
-    Right: the effective learning rate lr_t/||W||^2 (cosine-annealed lr_t), log scale. Returns
-    the figure. Used in lesson 10."""
+    Right: the effective learning rate lr_t/||W||^2 (cosine-annealed lr_t), log scale. One
+    legend above both panels (same colours). Returns the figure. Used in lesson 10."""
     import matplotlib.pyplot as plt
 
     from .plotting import bilingual, use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(9.6, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11.6, 4.9))
     for label, trace in traces.items():
         label = bilingual(label, _GLOSSARY)
         t = [a for a, _ in trace]
@@ -765,8 +769,10 @@ def plot_weight_norms(traces: dict[str, list[tuple[int, float]]], lr: float, ste
     for ax, title in zip(axes, ["weight norm · 权重范数", "effective learning rate · 有效学习率"]):
         ax.set_xlabel("step · 步数")
         ax.set_title(title)
-    axes[1].legend(loc="lower left")  # one legend for both panels (same colours)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False,
+               columnspacing=2.5)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()), w_pad=2.0)
     return fig
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch
+from matplotlib.ticker import MaxNLocator
 
 __all__ = ["draw_layouts", "plot_runs", "plot_norm_scatter", "plot_lr_sweep", "plot_stream_rms"]
 
@@ -33,99 +35,115 @@ def _steps(order: list[str], layout: str) -> list[tuple[str, str]]:
     return boxes
 
 
-def draw_layouts(orders: dict[str, tuple[str, list[str]]], figsize=(9.6, 6.4)):
+def draw_layouts(orders: dict[str, tuple[str, list[str]]], figsize=None):
     """One column per model: ``orders`` maps a column title to ``(layout, module_order)``
     (:func:`helpers.transformer.module_order`). Boxes bottom to top in the recorded order;
-    norm boxes yellow, '+ x' the residual addition, the final norm on top when present."""
-    fig, ax = plt.subplots(figsize=figsize)
-    n = len(orders)
-    for col, (title, (layout, order)) in enumerate(orders.items()):
+    norm boxes yellow, '+ x' the residual addition, the final norm on top when present.
+    The figure is laid out in inches (a box row 0.45 in, the text 16 pt), so that it fits a
+    slide at full size: ``figsize`` defaults to 11.6 in wide and as tall as the columns."""
+    columns = []
+    for title, (layout, order) in orders.items():
         boxes = _steps(order, layout)
         if "final_norm" in order:
             boxes += [("…", "add"), ("final · 最后 Norm", "final")]
+        columns.append((title, boxes))
+    pitch, box_h, title_h = 0.45, 0.34, 0.42  # inches: a row, a box in it, the titles below
+    rows = max(len(boxes) for _, boxes in columns)
+    figsize = figsize or (11.6, title_h + rows * pitch)
+    width, height = figsize
+    col_w = width / len(columns)
+    fig = plt.figure(figsize=figsize)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(-title_h, height - title_h)
+    box_w = min(col_w - 0.3, 2.4)
+    for col, (title, boxes) in enumerate(columns):
+        cx = (col + 0.5) * col_w
         for row, (text, kind) in enumerate(boxes):
-            x, y = col * 1.0, row * 0.62
-            ax.add_patch(FancyBboxPatch((x + 0.1, y + 0.08), 0.8, 0.44,
-                                        boxstyle="round,pad=0.02", fc=_COLORS[kind],
+            y = row * pitch + (pitch - box_h) / 2
+            ax.add_patch(FancyBboxPatch((cx - box_w / 2, y), box_w, box_h,
+                                        boxstyle="round,pad=0,rounding_size=0.06", fc=_COLORS[kind],
                                         ec="#333333" if kind != "add" else "none", lw=1))
-            ax.text(x + 0.5, y + 0.30, text, ha="center", va="center", fontsize=12)
+            ax.text(cx, y + box_h / 2, text, ha="center", va="center_baseline", fontsize=16)
             if row:
-                ax.annotate("", (x + 0.5, y + 0.08), (x + 0.5, y - 0.08),
-                            arrowprops=dict(arrowstyle="-|>", color="#555555", lw=1))
-        ax.text(col + 0.5, -0.35, title, ha="center", va="top", fontsize=12)
-    ax.set_xlim(0, n)
-    ax.set_ylim(-1.3, 11 * 0.62)
+                ax.annotate("", (cx, y), (cx, y - (pitch - box_h)),
+                            arrowprops=dict(arrowstyle="-|>", color="#555555", lw=1,
+                                            shrinkA=0, shrinkB=0, mutation_scale=10))
+        ax.text(cx, -0.1, title, ha="center", va="top", fontsize=17)
     ax.axis("off")
-    fig.tight_layout()
     return fig
 
 
 def plot_runs(runs: dict[str, list[dict]], keys=("max_logit", "entropy", "loss"),
               ylabels=None, logy=("max_logit",), figsize=None):
-    """One panel per history key, one colour per run group (``runs`` maps a label to the
-    list of per-seed results of :func:`helpers.transformer.train_lm`), one line per seed."""
+    """One panel per history key, side by side, one colour per run group (``runs`` maps a
+    label to the list of per-seed results of :func:`helpers.transformer.train_lm`), one line
+    per seed. Several keys: each panel titled with its quantity (``ylabels``), one legend
+    above all panels. One key: the quantity on the y axis, the legend beside the axes."""
     ylabels = ylabels or {"max_logit": "max attention logit · 最大注意力 logit",
                           "entropy": "attention entropy · 注意力熵 (nats)",
                           "loss": "training loss · 训练损失", "log_z": "log Z"}
     colors = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974"]
-    cols = min(len(keys), 2)  # two panels a row at most, so that the text stays large
-    rows = -(-len(keys) // cols)
-    figsize = figsize or ((9.6, 3.6 * rows + 0.8) if len(keys) > 1 else (7.2, 4.2))
-    fig, axes = plt.subplots(rows, cols, figsize=figsize, squeeze=False)
-    for ax in axes.flat[len(keys):]:
-        ax.set_visible(False)
-    axes = axes.flat
+    several = len(keys) > 1
+    figsize = figsize or ((11.6, 5.0) if several else (9.0, 4.2))
+    fig, axes = plt.subplots(1, len(keys), figsize=figsize, squeeze=False)
+    axes = axes[0]
     for ax, key in zip(axes, keys):
         for color, (label, results) in zip(colors, runs.items()):
             for i, r in enumerate(results):
-                ax.plot(range(1, len(r[key]) + 1), r[key], color=color, lw=1.2, alpha=0.85,
+                ax.plot(range(1, len(r[key]) + 1), r[key], color=color, lw=1.5, alpha=0.85,
                         label=label if i == 0 else None)
         if key in logy:
             ax.set_yscale("log")
-        ax.set_xlabel("step · 步")
-        ax.set_ylabel(ylabels.get(key, key))
-    handles, labels = axes[0].get_legend_handles_labels()
-    if len(keys) > 1:
-        if len(keys) % 2:  # the empty last panel holds the legend
-            axes[len(keys)].set_visible(True)
-            axes[len(keys)].axis("off")
-            axes[len(keys)].legend(handles, labels, loc="center", frameon=False)
-            fig.tight_layout()
         else:
-            fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 2), frameon=False)
-            fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
+            ax.yaxis.set_major_locator(MaxNLocator(5, steps=[1, 2, 5, 10]))
+        ax.xaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 2.5, 5, 10], integer=True))
+        ax.set_xlabel("step · 步")
+        label = ylabels.get(key, key)
+        if several:  # a title a panel: two lines ("English\n中文") fit a third of the width
+            ax.set_title(label.replace(" · ", "\n", 1))
+        else:
+            ax.set_ylabel(label)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles = [Line2D([], [], color=h.get_color(), lw=3) for h in handles]  # thicker than the curves
+    if several:
+        fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False,
+                   columnspacing=2.5)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()), w_pad=1.5)
     else:
-        axes[0].legend(handles, labels, loc="center right")  # curves start high, end low or flat
+        axes[0].legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0))
         fig.tight_layout()
     return fig
 
 
 def plot_norm_scatter(samples, fits=None, max_points: int = 3000, figsize=None):
     """LayerNorm input (x) against output before the affine step (y), one panel per norm
-    layer (``samples`` from :func:`helpers.transformer.layer_norm_samples`), with the best
-    :math:`a\\tanh(\\alpha x) + b` curve of ``fits`` (from :func:`tanh_fit`) in red."""
+    layer side by side (``samples`` from :func:`helpers.transformer.layer_norm_samples`; four
+    panels a row), with the best :math:`a\\tanh(\\alpha x) + b` curve of ``fits`` (from
+    :func:`tanh_fit`) in red. The panels share the y axis; each has its own x range."""
     import torch
 
-    cols = min(len(samples), 2)
+    cols = min(len(samples), 4)
     rows = -(-len(samples) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=figsize or (9.6, 3.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=figsize or (11.6, 4.9 * rows), squeeze=False,
+                             sharey=True)
     for ax in axes.flat[len(samples):]:
         ax.set_visible(False)
     for i, (ax, (name, x, y)) in enumerate(zip(axes.flat, samples)):
         step = max(1, math.ceil(len(x) / max_points))
-        ax.scatter(x[::step].numpy(), y[::step].numpy(), s=2, alpha=0.35, color="#4c72b0")
+        ax.scatter(x[::step].numpy(), y[::step].numpy(), s=3, alpha=0.35, color="#4c72b0")
         if fits is not None:
             f = fits[i]
             grid = torch.linspace(float(x.min()), float(x.max()), 200, dtype=torch.float64)
             ax.plot(grid.numpy(), (f["a"] * torch.tanh(f["alpha"] * grid) + f["b"]).numpy(),
-                    color="#c44e52", lw=1.5)
+                    color="#c44e52", lw=2)
         block, _, module = name.replace("blocks.", "").partition(".")
-        ax.set_title(f"block · 块 {block}: {module}", fontsize=12)
-    for ax in axes[-1]:
+        ax.set_title(f"block · 块 {block}\n{module}")
+        ax.xaxis.set_major_locator(MaxNLocator(4, symmetric=True))
         ax.set_xlabel("input x · 输入")
     for ax in axes[:, 0]:
         ax.set_ylabel("(x − μ)/σ")
-    fig.tight_layout()
+    fig.tight_layout(w_pad=1.0)
     return fig
 
 
@@ -145,7 +163,7 @@ def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figs
     return fig
 
 
-def plot_stream_rms(stream: dict, figsize=(6, 3.6)):
+def plot_stream_rms(stream: dict, figsize=(10.0, 4.4)):
     """Root mean square of the residual stream after the embeddings (0) and after each block,
     per layout: ``stream`` maps a layout to ``(at_init, trained)`` lists of tensors
     (:meth:`helpers.transformer.LayoutTransformer.residual_stream`); dotted at
@@ -160,6 +178,6 @@ def plot_stream_rms(stream: dict, figsize=(6, 3.6)):
     ax.plot([], [], ":", color="gray", label="dotted: init · 点线：初始化")
     ax.set_xlabel("block · 块 (0 = embeddings · 嵌入)")
     ax.set_ylabel("stream RMS · 残差流均方根")
-    ax.legend(loc="center right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the axes: the curves fill them
     fig.tight_layout()
     return fig

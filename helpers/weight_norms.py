@@ -702,19 +702,24 @@ _SHAPE_NAMES = {"skewed": "偏斜", "bimodal": "双峰"}
 
 def plot_shapes(samples: dict[str, Tensor], normalised: dict[str, Tensor], bins: int = 60):
     """Figure: histograms of each named sample before and after normalisation, side by side
-    (one row per sample). Returns the figure. Used in lesson 11."""
+    (one pair of panels per sample, sharing the count axis, each titled with its skewness
+    and excess kurtosis). Returns the figure. Used in lesson 11."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     from .plotting import use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(len(samples), 2, figsize=(9.6, 3.4 * len(samples)), squeeze=False)
-    for row, name in zip(axes, samples):
-        for ax, data, when in zip(row, (samples[name], normalised[name]),
+    fig = plt.figure(figsize=(11.6, 4.9), layout="constrained")
+    fig.get_layout_engine().set(w_pad=0.08, wspace=0.06)
+    for sub, name in zip(fig.subfigures(1, len(samples), wspace=0.04, squeeze=False).flat, samples):
+        sub.suptitle(f"{name} · {_SHAPE_NAMES.get(name, name)}", fontsize=18, fontweight="bold")
+        axes = sub.subplots(1, 2, sharey=True)
+        for ax, data, when in zip(axes, (samples[name], normalised[name]),
                                   ("before · 归一化前", "after · 归一化后")):
             ax.hist(data.flatten().numpy(), bins=bins, color="C0" if "before" in when else "C1")
             skew, kurt = moments(data.flatten())
-            ax.set_title(f"{name} · {_SHAPE_NAMES.get(name, name)}, {when}\nskew · 偏度 {float(skew):.2f}, kurtosis · 峰度 {float(kurt):.2f}",
-                         fontsize=12)
-    fig.tight_layout()
+            ax.set_title(f"{when}\nskew · 偏度 {float(skew):.2f}\nkurtosis · 峰度 {float(kurt):.2f}",
+                         fontsize=16)
+            ax.xaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
     return fig

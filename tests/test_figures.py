@@ -192,9 +192,9 @@ def _figures():
         "09 plot_norm_scatter": lambda: HTF.plot_norm_scatter(
             samples, [{"a": 2.0, "alpha": 1 / 3, "b": 0.0} for _ in samples]),
         "09 plot_runs_loss": lambda: HTF.plot_runs(
-            {"LayerNorm": [_histories(1)[0]], "DyT, alpha0 0.5": [_histories(1)[0]],
-             "DyT, alpha0 2.0": [_histories(1)[0]]},
-            keys=("loss",), figsize=(6, 3.6)),
+            {"LayerNorm": [_histories(1)[0]], "DyT, alpha0 0.1": [_histories(1)[0]],
+             "DyT, alpha0 0.5": [_histories(1)[0]], "DyT, alpha0 2.0": [_histories(1)[0]]},
+            keys=("loss",)),
         # lesson 10
         "10 plot_variance_shift": lambda: P.plot_variance_shift(
             [(label, [{"layer": k, "test_over_train": 0.5 + 0.1 * k, "shift": 1.5 - 0.1 * k} for k in (1, 2, 3)])
