@@ -72,7 +72,7 @@ def _block(ax, mask: torch.Tensor, color: str, xlabel: str, ylabel: str, zlabel:
     filled = np.ones(mask.shape, dtype=bool)
     colors = np.where(mask.numpy()[..., None], np.array([color]), np.array(["#f4f4f4"]))
     ax.voxels(filled, facecolors=colors[..., 0], edgecolor="#555555", linewidth=0.4)
-    ax.set_box_aspect(mask.shape)
+    ax.set_box_aspect(mask.shape, zoom=1.1)
     ax.view_init(elev=22, azim=-58)
     ax.set_xlabel(xlabel, labelpad=-12)
     ax.set_ylabel(ylabel, labelpad=-12)
@@ -83,6 +83,7 @@ def _block(ax, mask: torch.Tensor, color: str, xlabel: str, ylabel: str, zlabel:
     ax.xaxis.pane.set_visible(False)
     ax.yaxis.pane.set_visible(False)
     ax.zaxis.pane.set_visible(False)
+    ax.set_facecolor("none")  # a neighbouring panel's background must not hide this one's labels
 
 
 def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 4, t: int = 5,
@@ -97,7 +98,7 @@ def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 
     from .plotting import use_course_style
 
     use_course_style()
-    fig = plt.figure(figsize=(11.8, 5.0))
+    fig = plt.figure(figsize=(11.8, 4.4))
     palette = {"batch": "#4c72b0", "layer": "#dd8452", "instance": "#55a868", "group": "#c44e52"}
     for k, (key, en, zh) in enumerate(NORM_PANELS):
         ax = fig.add_subplot(1, 5, k + 1, projection="3d")
@@ -125,7 +126,7 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
     from .plotting import use_course_style
 
     use_course_style()
-    fig, ax = plt.subplots(figsize=(6.4, 0.55 * len(group_counts) + 1.0))
+    fig, ax = plt.subplots(figsize=(9.6, 0.6 * len(group_counts) + 1.2))
     rows = []
     for g in group_counts:
         if num_channels % g:
@@ -134,7 +135,7 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
     ax.imshow(np.array(rows), cmap="tab10", vmin=0, vmax=9, aspect="auto")
     for r, ids in enumerate(rows):
         for c, gid in enumerate(ids):
-            ax.text(c, r, str(gid), ha="center", va="center", color="white", fontsize=12)
+            ax.text(c, r, str(gid), ha="center", va="center", color="white")
     ax.set_yticks(range(len(group_counts)),
                   labels=[f"G = {g}" + ("  (LN)" if g == 1 else "  (IN)" if g == num_channels else "")
                           for g in group_counts])
@@ -419,11 +420,10 @@ def instance_norm_images(varied: torch.Tensor, normalised: torch.Tensor, contras
     Lesson 03."""
     plt = _style()
     k = varied.shape[0]
-    fig, axes = plt.subplots(2, k, figsize=(9.6, 4.4))
+    fig, axes = plt.subplots(2, k, figsize=(11.0, 5.0))
     for j in range(k):
         axes[0, j].imshow(varied[j, 0].numpy(), cmap="gray", vmin=-1, vmax=11)
-        axes[0, j].set_title(f"a = {float(contrast[j]):g}\nb = {float(brightness[j]):g}".replace("-", "−"),
-                             fontsize=12)
+        axes[0, j].set_title(f"a = {float(contrast[j]):g}\nb = {float(brightness[j]):g}".replace("-", "−"))
         axes[1, j].imshow(normalised[j, 0].numpy(), cmap="gray", vmin=-2.5, vmax=2.5)
         for ax in axes[:, j]:
             ax.set_xticks([])
@@ -431,8 +431,8 @@ def instance_norm_images(varied: torch.Tensor, normalised: torch.Tensor, contras
             ax.grid(False)
             for spine in ax.spines.values():
                 spine.set_visible(False)
-    axes[0, 0].set_ylabel("a·x + b\ninput · 输入", fontsize=12)
-    axes[1, 0].set_ylabel("IN(a·x + b)", fontsize=12)
+    axes[0, 0].set_ylabel("a·x + b\ninput · 输入")
+    axes[1, 0].set_ylabel("IN(a·x + b)")
     fig.tight_layout()
     return fig
 
@@ -458,7 +458,7 @@ def eps_placement(scales, inside_rms, outside_rms, eps: float):
 
     Lesson 04."""
     plt = _style()
-    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    fig, ax = plt.subplots(figsize=(10.0, 4.8))
     ax.plot(scales, inside_rms, "o-", label="inside, PyTorch · 根号内: a / √(mean(a²) + ε)")
     ax.plot(scales, outside_rms, "s--", label="outside, authors · 根号外，作者: a / (√mean(a²) + ε)")
     ax.axvline(eps ** 0.5, color="grey", lw=1, ls=":")
