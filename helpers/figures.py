@@ -72,7 +72,7 @@ def _block(ax, mask: torch.Tensor, color: str, xlabel: str, ylabel: str, zlabel:
     filled = np.ones(mask.shape, dtype=bool)
     colors = np.where(mask.numpy()[..., None], np.array([color]), np.array(["#f4f4f4"]))
     ax.voxels(filled, facecolors=colors[..., 0], edgecolor="#555555", linewidth=0.4)
-    ax.set_box_aspect(mask.shape)
+    ax.set_box_aspect(mask.shape, zoom=1.1)
     ax.view_init(elev=22, azim=-58)
     ax.set_xlabel(xlabel, labelpad=-12)
     ax.set_ylabel(ylabel, labelpad=-12)
@@ -83,14 +83,14 @@ def _block(ax, mask: torch.Tensor, color: str, xlabel: str, ylabel: str, zlabel:
     ax.xaxis.pane.set_visible(False)
     ax.yaxis.pane.set_visible(False)
     ax.zaxis.pane.set_visible(False)
+    ax.set_facecolor("none")  # a neighbouring panel's background must not hide this one's labels
 
 
 def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 4, t: int = 5,
              d: int = 6):
     """Figure: the four norms on an (N, C, H×W) block, shaded where one element's statistics
-    come from, plus LayerNorm/RMSNorm on a (B, T, d) sequence block, in two rows of three panels
-    (the sixth left empty), so that the titles stay large when the figure is projected.
-    Returns the figure.
+    come from, plus LayerNorm/RMSNorm on a (B, T, d) sequence block, in one row of five panels
+    that fits a slide's figure box at full size. Returns the figure.
 
     Lesson 00."""
     import matplotlib.pyplot as plt
@@ -98,20 +98,20 @@ def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 
     from .plotting import use_course_style
 
     use_course_style()
-    fig = plt.figure(figsize=(9.6, 6.6))
+    fig = plt.figure(figsize=(11.8, 4.4))
     palette = {"batch": "#4c72b0", "layer": "#dd8452", "instance": "#55a868", "group": "#c44e52"}
     for k, (key, en, zh) in enumerate(NORM_PANELS):
-        ax = fig.add_subplot(2, 3, k + 1, projection="3d")
+        ax = fig.add_subplot(1, 5, k + 1, projection="3d")
         # voxel axes: x = N, y = C, z = H×W; the reference element is the front corner
         # element of the visible side face, so each shaded set shows on the visible faces
         mask = statistics_mask(key, (n, c, hw), (n - 1, 0, 0), num_groups)
         _block(ax, mask, palette[key], "N", "C", "H×W")
-        ax.set_title(f"{en}\n{zh}" + (f"  (G = {num_groups})" if key == "group" else ""),
+        ax.set_title(f"{en}\n{zh}" + (f"\nG = {num_groups}" if key == "group" else "\n "),
                      pad=0)
-    ax = fig.add_subplot(2, 3, 5, projection="3d")
+    ax = fig.add_subplot(1, 5, 5, projection="3d")
     _block(ax, statistics_mask("token", (b, t, d), (b - 1, 0, 0)), "#8172b3", "B", "T", "d")
-    ax.set_title("LN / RMSNorm  (B, T, d)\n层归一化 / 均方根归一化", pad=0)
-    fig.subplots_adjust(left=0.0, right=0.98, bottom=0.02, top=0.92, wspace=0.05, hspace=0.15)
+    ax.set_title("LN / RMSNorm\n层归一化 /\n均方根归一化", pad=0)
+    fig.subplots_adjust(left=0.0, right=0.97, bottom=0.0, top=0.84, wspace=0.12)
     return fig
 
 
@@ -126,7 +126,7 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
     from .plotting import use_course_style
 
     use_course_style()
-    fig, ax = plt.subplots(figsize=(6.4, 0.55 * len(group_counts) + 1.0))
+    fig, ax = plt.subplots(figsize=(9.6, 0.6 * len(group_counts) + 1.2))
     rows = []
     for g in group_counts:
         if num_channels % g:
@@ -135,7 +135,7 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
     ax.imshow(np.array(rows), cmap="tab10", vmin=0, vmax=9, aspect="auto")
     for r, ids in enumerate(rows):
         for c, gid in enumerate(ids):
-            ax.text(c, r, str(gid), ha="center", va="center", color="white", fontsize=12)
+            ax.text(c, r, str(gid), ha="center", va="center", color="white")
     ax.set_yticks(range(len(group_counts)),
                   labels=[f"G = {g}" + ("  (LN)" if g == 1 else "  (IN)" if g == num_channels else "")
                           for g in group_counts])
@@ -156,9 +156,17 @@ def _setting_title(name: str) -> str:
     return f"{name} · {name.replace('gain', '增益').replace('no normalisation', '无归一化')}"
 
 
+def _short_number(value: float, _pos=None) -> str:
+    """A tick label: ``0.2``, ``0``, ``−3e−4`` (no offset text under the axis)."""
+    if value == 0:
+        return "0"
+    text = f"{value:g}" if abs(value) >= 0.01 else f"{value:.0e}".replace("e-0", "e-")
+    return text.replace("-", "−")
+
+
 def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradients: bool = False,
                           clip: float = 0.3):
-    """Karpathy-style per-layer histograms: one panel per setting (two panels a row), one line
+    """Karpathy-style per-layer histograms: one panel per setting (four panels a row), one line
     per layer (every ``every``-th layer), of the tanh outputs or of their gradients, as the
     fraction of the values in each of 60 bins.
 
@@ -175,11 +183,12 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
 
     from .plotting import use_course_style
 
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     use_course_style()
-    rows = (len(results) + 1) // 2
-    fig, axes = plt.subplots(rows, 2, figsize=(9.6, 2.9 * rows + 1.0), sharey=True,
+    cols = min(len(results), 4)
+    rows = (len(results) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(11.8, 5.0 * rows), sharey=True,
                              sharex=not gradients, squeeze=False)
     curves, peaks = [], []
     for ax, (title, stats) in zip(axes.flat, results.items()):
@@ -193,34 +202,38 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
             frac = counts / counts.sum()
             curves.append((ax, i, centres, frac))
             peaks.append(float(frac.max()))
-        ax.set_title(_setting_title(title))
+        ax.set_title(_setting_title(title).replace(" · ", "\n"))
         if gradients:
-            ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 2))
             ax.set_xlim(-hi, hi)
-            ax.xaxis.set_major_locator(MaxNLocator(5, symmetric=True))
+            ax.xaxis.set_major_locator(MaxNLocator(3, symmetric=True))
+            ax.xaxis.set_major_formatter(FuncFormatter(_short_number))
         else:
-            ax.set_xticks([-1, -0.5, 0, 0.5, 1])
+            ax.set_xticks([-1, 0, 1])
     top = 1.08 * max([p for p in peaks if p <= clip] or [clip])
     colors = {}
     for ax, i, centres, frac in curves:
         line, = ax.plot(centres.numpy(), frac.numpy(), lw=1.5, color=colors.get(i),
-                        label=f"layer {i + 1} · 第 {i + 1} 层")
+                        label=f"{i + 1}")
         colors[i] = line.get_color()
     for ax in axes.flat[len(results):]:
         ax.set_visible(False)
     for ax in axes.flat[:len(results)]:
         cut = max(float(f.max()) for a, _, _, f in curves if a is ax)
         if cut > top:
-            ax.text(0.98, 0.95, f"peak {cut:.2f}, cut\n峰值 {cut:.2f}，已截断",
-                    transform=ax.transAxes, va="top", ha="right", fontsize=11, color="#444444")
+            ax.text(1.0, 0.98, f"peak {cut:.2f}\n峰值 {cut:.2f}\ncut · 截断",
+                    transform=ax.transAxes, va="top", ha="right", color="#444444")
     axes[0, 0].set_ylim(0, top)
     for ax in axes[:, 0]:
         ax.set_ylabel("fraction · 占比")
-    for ax in axes[-1]:
-        ax.set_xlabel("gradient dL/dh · 梯度" if gradients else "tanh output · tanh 输出")
+    fig.supxlabel("gradient dL/dh · 梯度" if gradients else "tanh output · tanh 输出",
+                  fontsize=plt.rcParams["axes.labelsize"], y=0.02 / rows, va="bottom")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 3), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / fig.get_figheight()))
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False,
+               title="layer · 层", columnspacing=1.2)
+    # margins in inches: the legend and the two-line titles above, ticks and label below
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=1.0 / width, right=1 - 0.08 / width, bottom=0.8 / height,
+                        top=1 - 1.5 / height, wspace=0.08, hspace=0.5)
     return fig
 
 
@@ -261,17 +274,17 @@ def ln_placement():
     from .plotting import use_course_style
 
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(8.6, 5.4))
+    fig, axes = plt.subplots(1, 2, figsize=(11.8, 5.0))
     ln_color, f_color = "#f5b971", "#a6c8e8"
 
     def box(ax, y, text, color, x=0.5, w=0.44):
         ax.add_patch(FancyBboxPatch((x - w / 2, y - 0.045), w, 0.09,
                                     boxstyle="round,pad=0.01", fc=color, ec="#333333"))
-        ax.text(x, y, text, ha="center", va="center", fontsize=12)
+        ax.text(x, y, text, ha="center", va="center", fontsize=16)
 
     def plus(ax, y, x=0.5):
         ax.add_patch(plt.Circle((x, y), 0.03, fc="white", ec="#333333"))
-        ax.text(x, y, "+", ha="center", va="center", fontsize=14)
+        ax.text(x, y, "+", ha="center", va="center", fontsize=16)
 
     def arrow(ax, x0, y0, x1, y1):
         ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
@@ -284,7 +297,7 @@ def ln_placement():
 
     # Post-LN: x -> F -> (+ x) -> LN
     ax = axes[0]
-    ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=13)
+    ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=16)
     arrow(ax, 0.5, 0.08, 0.5, 0.255)
     box(ax, 0.3, "F (attention / FFN)", f_color)
     arrow(ax, 0.5, 0.345, 0.5, 0.49)
@@ -293,26 +306,27 @@ def ln_placement():
     arrow(ax, 0.5, 0.55, 0.5, 0.655)
     box(ax, 0.7, "LayerNorm", ln_color)
     arrow(ax, 0.5, 0.745, 0.5, 0.88)
-    ax.text(0.5, 0.9, r"$x_{l+1} = \mathrm{LN}(x_l + F(x_l))$", ha="center", fontsize=12)
-    ax.set_title("Post-LN", fontsize=14)
+    ax.text(0.5, 0.9, r"$x_{l+1} = \mathrm{LN}(x_l + F(x_l))$", ha="center", fontsize=16)
+    ax.set_title("Post-LN")
 
     # Pre-LN: x -> LN -> F -> (+ x); final LN after the last layer
     ax = axes[1]
-    ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=13)
-    arrow(ax, 0.5, 0.08, 0.5, 0.215)
-    box(ax, 0.26, "LayerNorm", ln_color)
-    arrow(ax, 0.5, 0.305, 0.5, 0.375)
-    box(ax, 0.42, "F (attention / FFN)", f_color)
-    arrow(ax, 0.5, 0.465, 0.5, 0.6)
-    plus(ax, 0.63)
-    skip(ax, 0.13, 0.63)
-    ax.text(0.5, 0.7, r"$x_{l+1} = x_l + F(\mathrm{LN}(x_l))$", ha="center", fontsize=12)
-    arrow(ax, 0.5, 0.66, 0.5, 0.69)
-    ax.plot([0.5, 0.5], [0.735, 0.775], color="#333333", lw=1.4, ls=":")
-    box(ax, 0.83, "final LayerNorm · 最后的 LN", ln_color, w=0.62)
-    ax.text(0.5, 0.93, "after the last layer only · 仅在最后一层之后", ha="center", fontsize=11,
+    ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=16)
+    arrow(ax, 0.5, 0.08, 0.5, 0.175)
+    box(ax, 0.22, "LayerNorm", ln_color)
+    arrow(ax, 0.5, 0.265, 0.5, 0.335)
+    box(ax, 0.38, "F (attention / FFN)", f_color)
+    arrow(ax, 0.5, 0.425, 0.5, 0.52)
+    plus(ax, 0.55)
+    skip(ax, 0.12, 0.55)
+    arrow(ax, 0.5, 0.58, 0.5, 0.6)
+    ax.text(0.5, 0.64, r"$x_{l+1} = x_l + F(\mathrm{LN}(x_l))$", ha="center", va="center",
+            fontsize=16)
+    ax.plot([0.5, 0.5], [0.685, 0.715], color="#333333", lw=1.4, ls=":")
+    box(ax, 0.77, "final LayerNorm · 最后的 LN", ln_color, w=0.62)
+    ax.text(0.5, 0.9, "after the last layer only · 仅在最后一层之后", ha="center", fontsize=16,
             color="#555555")
-    ax.set_title("Pre-LN", fontsize=14)
+    ax.set_title("Pre-LN")
     for ax in axes:
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
@@ -339,8 +353,9 @@ def batch_size_figure(rows: list[dict], noise: list[dict], paper: dict | None = 
     r"""Test error against batch size for BatchNorm (three ways of getting its statistics at
     test time) and GroupNorm in our grid (``rows`` of :func:`helpers.experiments.batch_size_grid`),
     next to Wu & He (2018), Table 2 (``paper``, default
-    :data:`helpers.experiments.WU_HE_TABLE2`); below, the noise of each BatchNorm layer's batch
-    mean against the number of values per statistic (``noise`` of
+    :data:`helpers.experiments.WU_HE_TABLE2`); on the right, the noise of each BatchNorm layer's
+    batch mean (BN 1 to BN 3, the layer's positions × B values) against the number of values per
+    statistic (``noise`` of
     :func:`helpers.experiments.statistic_noise`) with the :math:`1/\sqrt n` of independent
     values dashed.
 
@@ -350,9 +365,7 @@ def batch_size_figure(rows: list[dict], noise: list[dict], paper: dict | None = 
     plt = _style()
     paper = paper if paper is not None else experiments.WU_HE_TABLE2
     spatial = spatial if spatial is not None else experiments.SPATIAL
-    fig = plt.figure(figsize=(9.6, 8.4))
-    grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.05))
-    ours, theirs, ax2 = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
+    fig, (ours, theirs, ax2) = plt.subplots(1, 3, figsize=(11.8, 5.0), width_ratios=(1, 1, 1.45))
     sizes = sorted({r["batch_size"] for r in rows}, reverse=True)
 
     def mean_error(norm, key, b):
@@ -368,30 +381,35 @@ def batch_size_figure(rows: list[dict], noise: list[dict], paper: dict | None = 
     paper_sizes = sorted(paper["batch"], reverse=True)
     for norm, label, style, color in [("batch", "BN", "o-", "C0"), ("group", "GN", "D-", "C1")]:
         theirs.plot(paper_sizes, [paper[norm][b] for b in paper_sizes], style, label=label, color=color)
-    for ax, ticks, title, xlabel in [
-            (ours, sizes, "ours: digits, test error % · 本课：测试错误率",
-             "batch size B · 批大小 B"),
-            (theirs, paper_sizes, "Wu & He, ImageNet, val error % · 论文：验证错误率",
-             "images per GPU · 每卡图像数")]:
+    for ax, ticks, title, xlabel, ylabel in [
+            (ours, sizes, "ours: digits\n本课：手写数字", "batch size B · 批大小 B",
+             "test error % · 测试错误率"),
+            (theirs, paper_sizes, "Wu & He: ImageNet\n论文：ImageNet", "images per GPU\n每卡图像数",
+             "val error % · 验证错误率")]:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(b) for b in ticks])
         ax.minorticks_off()
         ax.invert_xaxis()
         ax.set_xlabel(xlabel)
-        ax.set_title(title, fontsize=12)
-    ours.legend(loc="upper left")
-    theirs.legend(loc="upper left")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+    # one legend for both error panels: the paper's BN and GN are drawn like ours in eval()
+    handles, labels = ours.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False,
+               columnspacing=1.2)
     for layer, marker, shade in zip(range(3), "os^", ["0.15", "0.4", "0.65"]):  # greys: layers
         points = [r for r in noise if r["layer"] == layer]
         ax2.loglog([r["values"] for r in points], [r["noise"] for r in points], marker + "-",
-                   color=shade, label=f"BN {layer + 1}: {spatial[layer]} × B · 第 {layer + 1} 层")
+                   color=shade, label=f"BN {layer + 1}: {spatial[layer]} × B")
     n = torch.logspace(0, 4, 50)
     ax2.loglog(n.numpy(), (n ** -0.5).numpy(), "k--", lw=1, label="1/√n")
-    ax2.set_xlabel("values per statistic n (positions × B) · 每个统计量的值个数")
+    ax2.set_xlabel("values per statistic n\n每个统计量的值个数 n")
     ax2.set_ylabel("rms (μ_B − μ)/σ")
-    ax2.set_title("noise of the batch mean · 批均值的噪声")
-    ax2.legend(loc="lower left")
-    fig.tight_layout()
+    ax2.set_title("noise of the batch mean\n批均值的噪声")
+    # headroom above the lines for the legend (the lines fall from the upper left)
+    ax2.set_ylim(top=4 * max([1.0] + [r["noise"] for r in noise]))
+    ax2.legend(loc="upper right", handlelength=1.4, borderaxespad=0.1)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()), w_pad=0.6)
     return fig
 
 
@@ -402,11 +420,10 @@ def instance_norm_images(varied: torch.Tensor, normalised: torch.Tensor, contras
     Lesson 03."""
     plt = _style()
     k = varied.shape[0]
-    fig, axes = plt.subplots(2, k, figsize=(9.6, 4.4))
+    fig, axes = plt.subplots(2, k, figsize=(11.0, 5.0))
     for j in range(k):
         axes[0, j].imshow(varied[j, 0].numpy(), cmap="gray", vmin=-1, vmax=11)
-        axes[0, j].set_title(f"a = {float(contrast[j]):g}\nb = {float(brightness[j]):g}".replace("-", "−"),
-                             fontsize=12)
+        axes[0, j].set_title(f"a = {float(contrast[j]):g}\nb = {float(brightness[j]):g}".replace("-", "−"))
         axes[1, j].imshow(normalised[j, 0].numpy(), cmap="gray", vmin=-2.5, vmax=2.5)
         for ax in axes[:, j]:
             ax.set_xticks([])
@@ -414,8 +431,8 @@ def instance_norm_images(varied: torch.Tensor, normalised: torch.Tensor, contras
             ax.grid(False)
             for spine in ax.spines.values():
                 spine.set_visible(False)
-    axes[0, 0].set_ylabel("a·x + b\ninput · 输入", fontsize=12)
-    axes[1, 0].set_ylabel("IN(a·x + b)", fontsize=12)
+    axes[0, 0].set_ylabel("a·x + b\ninput · 输入")
+    axes[1, 0].set_ylabel("IN(a·x + b)")
     fig.tight_layout()
     return fig
 
@@ -441,7 +458,7 @@ def eps_placement(scales, inside_rms, outside_rms, eps: float):
 
     Lesson 04."""
     plt = _style()
-    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    fig, ax = plt.subplots(figsize=(10.0, 4.8))
     ax.plot(scales, inside_rms, "o-", label="inside, PyTorch · 根号内: a / √(mean(a²) + ε)")
     ax.plot(scales, outside_rms, "s--", label="outside, authors · 根号外，作者: a / (√mean(a²) + ε)")
     ax.axvline(eps ** 0.5, color="grey", lw=1, ls=":")
