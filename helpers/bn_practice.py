@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from . import norms
+from .progress import Progress
 from .experiments import one_thread
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "param_groups_weight_decay", "weight_norm_trace", "FrozenBatchNorm2d", "freeze_batch_norm",
     "small_convnet", "batch_renorm", "renorm_corrections", "batch_renorm_backward", "BatchRenormFunction",
     "BatchRenorm1d", "BatchRenorm2d", "renorm_limits", "ghost_batch_norm", "residual_mlp",
-    "plot_variance_shift", "plot_weight_norms", "set_renorm_limits", "Progress", "spread",
+    "plot_variance_shift", "plot_weight_norms", "set_renorm_limits", "spread",
     "dropout_experiment", "weight_decay_experiment", "finetune_experiment", "renorm_experiment",
     "placement_experiment",
 ]
@@ -779,29 +780,6 @@ def plot_weight_norms(traces: dict[str, list[tuple[int, float]]], lr: float, ste
 # --------------------------------------------------------------------------------------
 # the lesson's experiments (each a few seconds on one CPU thread)
 # --------------------------------------------------------------------------------------
-class Progress:
-    """One line that a Jupyter front end updates in place ("label: k/n"), so a stored
-    notebook keeps only the final line; nothing is shown outside IPython, and nothing goes to
-    stderr."""
-
-    def __init__(self, total: int, label: str, show: bool = True) -> None:
-        self.total, self.label, self.done, self.handle = total, label, 0, None
-        if show:
-            try:
-                from IPython import get_ipython
-                from IPython.display import Pretty, display
-                if get_ipython() is not None:
-                    self.handle = display(Pretty(f"{label}: 0/{total}"), display_id=True)
-            except ImportError:  # pragma: no cover - IPython is a dependency of the course
-                self.handle = None
-
-    def step(self) -> None:
-        self.done += 1
-        if self.handle is not None:
-            from IPython.display import Pretty
-            self.handle.update(Pretty(f"{self.label}: {self.done}/{self.total} runs done"))
-
-
 def spread(values: list[float], digits: int = 1) -> str:
     """``"mean (min-max)"`` of ``values``, e.g. ``"3.5 (2.8-4.2)"``. Used in lesson 10."""
     return (f"{sum(values) / len(values):.{digits}f} "
@@ -818,7 +796,7 @@ def dropout_experiment(configs: dict[str, dict], seeds=(0, 1, 2), steps: int = 2
     ``shift_after``, ``ratio`` (test/train variance per layer), ``rows`` (the raw
     :func:`variance_shift` rows). Used in lesson 10."""
     x, y, xt, yt = digits_data()
-    bar = Progress(len(configs) * len(seeds), "dropout runs", progress)
+    bar = Progress("dropout runs", len(configs) * len(seeds), label_width=12, enabled=progress)
     out = []
     for label, kw in configs.items():
         for seed in seeds:
@@ -832,6 +810,7 @@ def dropout_experiment(configs: dict[str, dict], seeds=(0, 1, 2), steps: int = 2
                         "shift_after": [r["shift"] for r in variance_shift(fixed, xt, seed=seed)],
                         "ratio": [r["test_over_train"] for r in rows], "rows": rows})
             bar.step()
+    bar.close(f"{bar.total} runs")
     return out
 
 
@@ -844,7 +823,7 @@ def weight_decay_experiment(settings: dict[str, tuple[float, bool]], seeds=(0, 1
     ``gamma_last`` (mean |γ| of the first and last BatchNorm), ``w_norm`` (‖W‖ of the second
     hidden Linear). Used in lesson 10."""
     x, y, xt, yt = digits_data()
-    bar = Progress(len(settings) * len(seeds), "weight-decay runs", progress)
+    bar = Progress("weight-decay runs", len(settings) * len(seeds), label_width=17, enabled=progress)
     out = []
     for label, (wd, exclude) in settings.items():
         for seed in seeds:
@@ -858,6 +837,7 @@ def weight_decay_experiment(settings: dict[str, tuple[float, bool]], seeds=(0, 1
                         "gamma_last": float(bns[-1].weight.detach().abs().mean()),
                         "w_norm": float(model[3].weight.detach().norm())})
             bar.step()
+    bar.close(f"{bar.total} runs")
     return out
 
 
@@ -881,7 +861,7 @@ def finetune_experiment(modes=("train", "eval", "frozen"), seeds=(0, 1, 2),
     base = small_convnet(seed=0)
     train(base, a[0], a[1], pretrain_steps, lr=0.1, batch_size=32, seed=0)
     base_error = test_error(base, a[2], a[3])
-    bar = Progress(len(modes) * len(seeds), "fine-tuning runs", progress)
+    bar = Progress("fine-tuning runs", len(modes) * len(seeds), label_width=16, enabled=progress)
     rows = []
     for mode in modes:
         for seed in seeds:
@@ -901,6 +881,7 @@ def finetune_experiment(modes=("train", "eval", "frozen"), seeds=(0, 1, 2),
                   param_groups=[{"params": params}], on_step=bn_eval)
             rows.append({"mode": mode, "seed": seed, "error": test_error(model, b[2], b[3] - 5)})
             bar.step()
+    bar.close(f"{bar.total} runs")
     return base_error, rows
 
 
@@ -912,7 +893,7 @@ def renorm_experiment(settings: dict[str, dict], norms_=("batch", "renorm", "gro
     with :func:`set_renorm_limits`; one row per run: ``setting``, ``norm``, ``seed``,
     ``error`` (eval mode). Used in lesson 10."""
     x, y, xt, yt = digits_data()
-    bar = Progress(len(settings) * len(norms_) * len(seeds), "normalisation runs", progress)
+    bar = Progress("normalisation runs", len(settings) * len(norms_) * len(seeds), label_width=18, enabled=progress)
     rows = []
     for label, kw in settings.items():
         for norm in norms_:
@@ -923,6 +904,7 @@ def renorm_experiment(settings: dict[str, dict], norms_=("batch", "renorm", "gro
                 rows.append({"setting": label, "norm": norm, "seed": seed,
                              "error": test_error(model, xt, yt)})
                 bar.step()
+    bar.close(f"{bar.total} runs")
     return rows
 
 
@@ -932,7 +914,7 @@ def placement_experiment(seeds=(0, 1, 2, 3, 4), steps: int = 200, lr: float = 0.
     ReLU -> BN), same seeds and batches; one row per run: ``order``, ``seed``, ``error``,
     ``loss`` (training loss over the last 10% of steps). Used in lesson 10."""
     x, y, xt, yt = digits_data()
-    bar = Progress(2 * len(seeds), "placement runs", progress)
+    bar = Progress("placement runs", 2 * len(seeds), label_width=14, enabled=progress)
     rows = []
     for order in ("bn_relu", "relu_bn"):
         for seed in seeds:
@@ -941,4 +923,5 @@ def placement_experiment(seeds=(0, 1, 2, 3, 4), steps: int = 200, lr: float = 0.
             rows.append({"order": order, "seed": seed, "error": test_error(model, xt, yt),
                          "loss": loss})
             bar.step()
+    bar.close(f"{bar.total} runs")
     return rows

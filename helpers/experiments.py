@@ -486,8 +486,9 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
 
     ``workers > 1`` runs that many worker processes (started with ``spawn``, which works
     from a notebook on every OS); every run uses one thread and its own seeds, so the numbers
-    do not depend on ``workers``. With ``progress``, one line per finished run is printed
-    to stdout (the notebooks keep stderr empty). On 2 CPU cores with 2 workers, the
+    do not depend on ``workers``. With ``progress``, a :class:`helpers.progress.Progress`
+    line: live in a notebook (the saved notebook keeps one final line), one line per finished
+    run on stdout in a script (stderr stays empty). On 2 CPU cores with 2 workers, the
     12 runs of norms (batch, group) x batch sizes (32, 8, 2) x seeds (0, 1) take about
     30 s (lesson 01); the 30 runs of 5 batch sizes and 3 seeds a few minutes.
 
@@ -496,18 +497,24 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
 
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    from .progress import Progress
+
     kwargs = {"data": digits_split(), **kwargs}
     jobs = [(n, b, s, kwargs) for n, b, s in product(norms, batch_sizes, seeds)]
     done = {}
+    bar = Progress("runs", len(jobs), label_width=4, steps_to_stdout=True) if progress else None
 
     def report(row):
         done[(row["norm"], row["batch_size"], row["seed"])] = row
-        if progress:
-            print(f"[{len(done):>2}/{len(jobs)}] {row['norm']:<5} batch {row['batch_size']:>2} "
-                  f"seed {row['seed']}: eval error {row['eval']:5.1f}%  ({row['seconds']:.1f} s)",
-                  flush=True)
+        if bar is not None:
+            bar.update(len(done), f"{row['norm']:<5} batch {row['batch_size']:>2} seed {row['seed']}: "
+                                  f"eval error {row['eval']:5.1f}%  ({row['seconds']:.1f} s)")
 
+    start = time.perf_counter()
     run_jobs(_grid_run, jobs, workers, report)
+    if bar is not None:
+        bar.close(f"{len(jobs)} runs ({len(norms)} norms x {len(batch_sizes)} batch sizes x "
+                  f"{len(seeds)} seeds) in {time.perf_counter() - start:.0f} s")
     return [done[(n, b, s)] for n, b, s, _ in jobs]
 
 

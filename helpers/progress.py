@@ -12,7 +12,10 @@ which prints the final line once. stderr is never used: the committed notebooks 
     bar.close("loss 0.01  accuracy 1.00")
 
 Used by :func:`helpers.transformer.train_reversal` (lessons 05 and 06) and the lessons' other
-long loops.
+long loops: the grids of worker runs (:func:`helpers.experiments.batch_size_grid`, lesson 01;
+:func:`helpers.weight_norms.variant_grid`, lesson 11) and lesson 10's experiments. A grid that a
+script runs for minutes passes ``steps_to_stdout=True``: outside a notebook each
+:meth:`Progress.update` with a ``note`` then prints ``[k/n] note``.
 """
 
 from __future__ import annotations
@@ -38,15 +41,20 @@ class Progress:
         total: the number of steps (at least 1).
         width: characters of the bar.
         live: update a display in place (default: only inside a notebook).
+        steps_to_stdout: when not live, print ``[k/n] note`` for each update that has a note
+            (a script's long grid); otherwise only :meth:`close` prints.
+        enabled: ``False`` shows and prints nothing (a caller's ``progress=False``).
     """
 
     def __init__(self, label: str, total: int, width: int = 20, label_width: int = 26,
-                 live: bool | None = None) -> None:
+                 live: bool | None = None, steps_to_stdout: bool = False,
+                 enabled: bool = True) -> None:
         if total < 1 or width < 1:
             raise ValueError(f"total and width must be >= 1, got {total} and {width}")
         self.label, self.total, self.width, self.label_width = label, total, width, label_width
+        self.steps_to_stdout, self.enabled = steps_to_stdout and enabled, enabled
         self.done, self._shown = 0, -1
-        self.live = in_notebook() if live is None else live
+        self.live = enabled and (in_notebook() if live is None else live)
         self._handle = None
         if self.live:
             from IPython.display import display
@@ -58,13 +66,20 @@ class Progress:
         bar = "#" * filled + " " * (self.width - filled)
         return f"{self.label:<{self.label_width}s} [{bar}]" + (f" {suffix}" if suffix else "")
 
-    def update(self, done: int) -> None:
-        """Record ``done`` finished steps; redraws only when the bar gains a character."""
+    def update(self, done: int, note: str = "") -> None:
+        """Record ``done`` finished steps; a live bar redraws when it gains a character or
+        when ``note`` (shown after the bar, e.g. the last finished run) is given."""
         self.done = max(0, min(done, self.total))
         filled = self.done * self.width // self.total
-        if self._handle is not None and filled != self._shown:
+        if self._handle is not None and (filled != self._shown or note):
             self._shown = filled
-            self._handle.update(_Line(self.line()))
+            self._handle.update(_Line(self.line(note)))
+        elif self._handle is None and self.steps_to_stdout and note:
+            print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {note}", flush=True)
+
+    def step(self, note: str = "") -> None:
+        """One more step finished (:meth:`update` with ``done + 1``)."""
+        self.update(self.done + 1, note)
 
     def close(self, suffix: str = "") -> str:
         """Show the final line (bar full) with ``suffix``; print it when not live. Returns it."""
@@ -72,7 +87,7 @@ class Progress:
         text = self.line(suffix)
         if self._handle is not None:
             self._handle.update(_Line(text))
-        else:
+        elif self.enabled:
             print(text, flush=True)
         return text
 

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
 from . import experiments
+from .progress import Progress
 
 __all__ = ["norm_except_dim", "weight_norm_weight", "weight_norm_backward", "WeightNormFunction",
            "WeightNorm", "weight_norm", "data_dependent_init", "MeanOnlyBatchNorm",
@@ -609,39 +610,26 @@ def variant_grid(variants=tuple(VARIANTS), batch_sizes=(32, 2), seeds=(0, 1, 2),
     (keys variant, batch_size, seed, error, final_train_loss, seconds), in loop order.
 
     ``workers > 1`` runs worker processes (``spawn``); every run uses one thread and its own
-    seeds, so the numbers do not depend on ``workers``. With ``progress``, one line of
-    stdout is rewritten in place (carriage returns) and ends as a single final line without
-    timings. Used in lesson 11."""
+    seeds, so the numbers do not depend on ``workers``. With ``progress``, a
+    :class:`helpers.progress.Progress` line (live in a notebook, which keeps one final line
+    without timings). Used in lesson 11."""
     from itertools import product
 
     kwargs = {"data": experiments.digits_split(), **kwargs}
     jobs = [(v, b, s, kwargs) for v, b, s in product(variants, batch_sizes, seeds)]
     done: dict = {}
-    handle = _progress_handle() if progress else None
-    start = time.perf_counter()
+    bar = Progress("runs", len(jobs), label_width=4, steps_to_stdout=True) if progress else None
 
     def report(row):
         done[(row["variant"], row["batch_size"], row["seed"])] = row
-        if handle is not None:
-            handle(f"{len(done)}/{len(jobs)} runs done; last: {row['variant']} batch "
-                   f"{row['batch_size']} seed {row['seed']}, "
-                   f"{time.perf_counter() - start:.0f} s elapsed",
-                   final=f"{len(jobs)} runs done ({len(variants)} variants x "
-                         f"{len(batch_sizes)} batch sizes x {len(seeds)} seeds)"
-                   if len(done) == len(jobs) else None)
+        if bar is not None:
+            bar.update(len(done), f"{row['variant']} batch {row['batch_size']} seed {row['seed']}")
 
     experiments.run_jobs(_grid_run, jobs, workers, report)
+    if bar is not None:
+        bar.close(f"{len(jobs)} runs ({len(variants)} variants x {len(batch_sizes)} batch sizes x "
+                  f"{len(seeds)} seeds)")
     return [done[(v, b, s)] for v, b, s, _ in jobs]
-
-
-def _progress_handle():
-    r"""A function ``show(text, final=None)`` that rewrites one line of stdout: each call
-    starts with a carriage return, so Jupyter shows the latest text only, and nbval and
-    nbclient's ``coalesce_streams`` keep only what follows the last ``\r``: the final
-    line, which holds no timing."""
-    def show(text, final=None):
-        print("\r" + (final if final else text), end="\n" if final else "", flush=True)
-    return show
 
 
 def grid_summary(rows: list[dict], key: str = "error") -> dict:

@@ -3,6 +3,7 @@ many values each BatchNorm statistic really averages (counted with forward hooks
 split, and train_and_evaluate's contract (keys, ranges, determinism, GroupNorm's three
 errors coinciding). Tiny configurations only: the full grid is not run here."""
 
+import re
 import math
 
 import pytest
@@ -118,7 +119,10 @@ def test_batch_size_grid_rows_and_progress_on_stdout(capsys):
                                        epochs=1)
     out, err = capsys.readouterr()
     assert err == ""
-    assert "1/1" in out
+    lines = out.splitlines()
+    assert lines[0].startswith("[1/1] group batch 32 seed 0: eval error")
+    assert len(lines) == 2 and re.fullmatch(
+        r"runs \[#{20}\] 1 runs \(1 norms x 1 batch sizes x 1 seeds\) in \d+ s", lines[1])
     assert [(r["norm"], r["batch_size"], r["seed"]) for r in rows] == [("group", 32, 0)]
     assert set(rows[0]) == {"norm", "batch_size", "seed", "eval", "train_mode", "recomputed",
                             "final_train_loss", "seconds"}

@@ -282,9 +282,10 @@ def test_figures_plot_the_numbers_given():
     plt.close(fig)
 
 
-def test_progress_is_silent_outside_ipython(capsys):
-    bar = P.Progress(2, "runs")
-    bar.step()
-    bar.step()
-    assert bar.done == 2 and capsys.readouterr() == ("", "")
+def test_experiments_progress_is_one_final_line_or_nothing(capsys):
+    """Outside a notebook an experiment prints one final line; with progress=False nothing."""
+    P.placement_experiment(seeds=(0,), steps=2)
+    assert capsys.readouterr() == ("placement runs [####################] 2 runs\n", "")
+    P.placement_experiment(seeds=(0,), steps=2, progress=False)
+    assert capsys.readouterr() == ("", "")
     assert P.spread([1.0, 2.0, 3.0]) == "2.0 (1.0-3.0)"

@@ -301,7 +301,10 @@ def test_variant_grid_rows_and_summary(capsys):
                            data=small, epochs=1)
     assert [(r["variant"], r["seed"]) for r in rows] == [("bn", 0), ("bn", 1), ("gn", 0), ("gn", 1)]
     out = capsys.readouterr().out
-    assert out.endswith("4 runs done (2 variants x 1 batch sizes x 2 seeds)\n")
+    # a script sees one line per finished run, then the final line (one worker: loop order)
+    assert out.splitlines() == ["[1/4] bn batch 8 seed 0", "[2/4] bn batch 8 seed 1",
+                                "[3/4] gn batch 8 seed 0", "[4/4] gn batch 8 seed 1",
+                                "runs [" + "#" * 20 + "] 4 runs (2 variants x 1 batch sizes x 2 seeds)"]
     summary = WN.grid_summary(rows)
     errs = [r["error"] for r in rows if r["variant"] == "bn"]
     assert summary["bn", 8] == (sum(errs) / 2, min(errs), max(errs))
