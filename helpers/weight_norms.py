@@ -658,13 +658,14 @@ def layer_output_stats(model: nn.Sequential, x: Tensor) -> list[tuple[Tensor, Te
 
 
 # short tick labels for :func:`plot_grid` (the full names are in :data:`VARIANTS`)
-_SHORT = {"bn": "BN", "wn": "WN", "wn_mobn": "WN +\nmean BN\n均值 BN", "gn": "GN", "gn_ws": "GN + WS"}
+_SHORT = {"bn": "BN", "wn": "WN", "wn_mobn": "WN +\nmean BN\n均值 BN", "gn": "GN", "gn_ws": "GN +\nWS"}
 
 
 def plot_grid(rows: list[dict], variants=tuple(VARIANTS)):
     """Figure: test error (%) of each variant at each batch size, one dot per seed and a bar
     at the mean (the rows of :func:`variant_grid`). Returns the figure. Used in lesson 11."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     from .plotting import use_course_style
 
@@ -680,12 +681,21 @@ def plot_grid(rows: list[dict], variants=tuple(VARIANTS)):
         ax.set_xticks(range(len(variants)), [_SHORT.get(v, VARIANTS[v]) for v in variants])
         ax.set_title(f"batch size {b} · 批大小 {b}")
         ax.set_yscale("log")
+        # labels at 1-2-5 steps, so that errors of a few per cent can be read
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     axes[0].set_ylabel("test error %, log · 测试错误率（对数）")
     fig.tight_layout()
     return fig
 
 
 _SHAPE_NAMES = {"skewed": "偏斜", "bimodal": "双峰"}
+
+
+def _signed(v) -> str:
+    """``v`` to 2 decimals, negative numbers with a true minus sign (U+2212)."""
+    return f"{float(v):.2f}".replace("-", "\u2212")
 
 
 def plot_shapes(samples: dict[str, Tensor], normalised: dict[str, Tensor], bins: int = 60):
@@ -707,7 +717,8 @@ def plot_shapes(samples: dict[str, Tensor], normalised: dict[str, Tensor], bins:
                                   ("before · 归一化前", "after · 归一化后")):
             ax.hist(data.flatten().numpy(), bins=bins, color="C0" if "before" in when else "C1")
             skew, kurt = moments(data.flatten())
-            ax.set_title(f"{when}\nskew · 偏度 {float(skew):.2f}\nkurtosis · 峰度 {float(kurt):.2f}",
-                         fontsize=16)
+            ax.set_title(f"{when}\nskew · 偏度 {_signed(skew)}\n"
+                         f"excess kurtosis\n超额峰度 {_signed(kurt)}", fontsize=16)
             ax.xaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
+        axes[0].set_ylabel("count · 计数")
     return fig
