@@ -716,7 +716,7 @@ _GLOSSARY = [("uniform noise", "均匀噪声"), ("no dropout", "无 dropout"),
 def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     """Left: the measured test/train variance ratio of every BatchNorm input, per layer, for
     each labelled model, with the keep ratio p (the zero-mean prediction) dashed. Right: the
-    shift max(test/running, running/test) per layer (1 = no shift). One legend for both,
+    shift max(test/running, running/test) per layer, with 1 (no shift) dotted. One legend for both,
     beside them (English above Chinese in each entry). Returns the figure. Used in lesson 10."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -730,16 +730,21 @@ def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
         layers = [r["layer"] for r in rows]
         axes[0].plot(layers, [r["test_over_train"] for r in rows], marker + "-", label=label)
         axes[1].plot(layers, [r["shift"] for r in rows], marker + "-", label=label)
-    axes[0].axhline(keep, color="k", ls="--", lw=1.5, label=f"p = {keep}")
-    axes[1].axhline(1.0, color="k", ls="--", lw=1.5)
-    axes[0].set_ylabel("Var_test / Var_train")
-    axes[1].set_ylabel("max(Var_test/σ̂², σ̂²/Var_test)")
+    axes[0].axhline(keep, color="k", ls="--", lw=1.5,
+                    label=f"keep ratio p = {keep}\n保留率 p = {keep}")
+    axes[1].axhline(1.0, color="0.45", ls=":", lw=2.0, label="1 = no shift\n1 = 无偏移")
+    axes[0].set_ylabel(r"$\mathrm{Var}_\mathrm{test}\,/\,\mathrm{Var}_\mathrm{train}$")
+    axes[1].set_ylabel(r"$\max(\mathrm{Var}_\mathrm{test}/\hat\sigma^2,\ "
+                       r"\hat\sigma^2/\mathrm{Var}_\mathrm{test})$")
     axes[1].yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
-    for ax, title in zip(axes, ["train → test\n方差变化", "shift · 方差偏移\n(1 = none · 无)"]):
+    for ax, title in zip(axes, ["variance, train → test\n方差：训练 → 测试",
+                                "variance shift\n方差偏移"]):
         ax.set_xlabel("BatchNorm layer · 层")
         ax.set_title(title)
         ax.set_xticks(sorted({r["layer"] for _, rows in ratio_rows for r in rows}))
     handles, labels = axes[0].get_legend_handles_labels()
+    handles.append(axes[1].get_lines()[-1])  # the right panel's reference line
+    labels.append(handles[-1].get_label())
     legend = fig.legend(handles, labels, loc="center right", bbox_to_anchor=(1.0, 0.5),
                         frameon=False, labelspacing=0.8)
     fig.canvas.draw()
@@ -765,8 +770,8 @@ def plot_weight_norms(traces: dict[str, list[tuple[int, float]]], lr: float, ste
         lr_t = [lr * 0.5 * (1 + math.cos(math.pi * s / steps)) for s in t]
         axes[0].plot(t, w, label=label)
         axes[1].semilogy(t, [a / b ** 2 for a, b in zip(lr_t, w)], label=label)
-    axes[0].set_ylabel("‖W‖")
-    axes[1].set_ylabel("η_t / ‖W‖²")
+    axes[0].set_ylabel(r"$\|W\|$")
+    axes[1].set_ylabel(r"$\eta_t\,/\,\|W\|^2$")
     for ax, title in zip(axes, ["weight norm · 权重范数", "effective learning rate · 有效学习率"]):
         ax.set_xlabel("step · 步数")
         ax.set_title(title)
