@@ -136,13 +136,17 @@ def plot_norm_scatter(samples, fits=None, max_points: int = 3000, figsize=None):
             f = fits[i]
             grid = torch.linspace(float(x.min()), float(x.max()), 200, dtype=torch.float64)
             ax.plot(grid.numpy(), (f["a"] * torch.tanh(f["alpha"] * grid) + f["b"]).numpy(),
-                    color="#c44e52", lw=2)
+                    color="#c44e52", lw=2, label="tanh fit\ntanh 拟合" if i == 0 else None)
         block, _, module = name.replace("blocks.", "").partition(".")
         ax.set_title(f"block · 块 {block}\n{module}")
         ax.xaxis.set_major_locator(MaxNLocator(4, symmetric=True))
         ax.set_xlabel("input x · 输入")
     for ax in axes[:, 0]:
         ax.set_ylabel("(x − μ)/σ")
+    if fits is not None:  # one legend entry for the red curve of every panel, in a free corner
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        axes.flat[len(samples) - 1].legend(handles, labels, loc="upper left", handlelength=1.2,
+                                           borderaxespad=0.2, handletextpad=0.4)
     fig.tight_layout(w_pad=1.0)
     return fig
 
@@ -163,21 +167,31 @@ def plot_lr_sweep(lrs, final_losses: dict[str, list[float]], chance: float, figs
     return fig
 
 
+# legend names of the layouts of :func:`plot_stream_rms`, as the layout diagram names the models
+_LAYOUT_NAMES = {"pre": "Pre-LN (LLaMA)", "sandwich": "sandwich · 三明治\n(Gemma 2 / Peri-LN)",
+                 "reordered": "reordered · 重排\n(OLMo 2)", "post": "Post-LN", "none": "no norm · 无归一化"}
+
+
 def plot_stream_rms(stream: dict, figsize=(10.0, 4.4)):
     """Root mean square of the residual stream after the embeddings (0) and after each block,
     per layout: ``stream`` maps a layout to ``(at_init, trained)`` lists of tensors
-    (:meth:`helpers.transformer.LayoutTransformer.residual_stream`); dotted at
-    initialisation, solid after training."""
+    (:meth:`helpers.transformer.LayoutTransformer.residual_stream`); dotted with open markers
+    at initialisation, solid with filled markers after training (one colour and marker a
+    layout)."""
     fig, ax = plt.subplots(figsize=figsize)
-    for (layout, (init, trained)), color in zip(stream.items(), ["#c44e52", "#4c72b0", "#55a868"]):
+    styles = zip(["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974"], "os^Dv")
+    for (layout, (init, trained)), (color, marker) in zip(stream.items(), styles):
         depth = range(len(init))
-        ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in init], ":", color=color)
-        ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in trained], "o-", color=color,
-                label=f"{layout}, trained · 训练后")
+        ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in init], ":", color=color, lw=2,
+                marker=marker, mfc="white", ms=7)
+        ax.plot(depth, [float(v.pow(2).mean().sqrt()) for v in trained], "-", color=color,
+                marker=marker, ms=7, label=_LAYOUT_NAMES.get(layout, layout))
         ax.set_xticks(list(depth))
-    ax.plot([], [], ":", color="gray", label="dotted: init · 点线：初始化")
+    ax.plot([], [], "-", color="gray", marker="o", label="solid: trained\n实线：训练后")
+    ax.plot([], [], ":", color="gray", lw=2, marker="o", mfc="white",
+            label="dotted: init\n点线：初始化")
     ax.set_xlabel("block · 块 (0 = embeddings · 嵌入)")
     ax.set_ylabel("stream RMS · 残差流均方根")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the axes: the curves fill them
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), labelspacing=0.7)  # beside the axes
     fig.tight_layout()
     return fig
