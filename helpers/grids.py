@@ -178,7 +178,7 @@ def warmup_grid_figure(records: dict[str, dict]):
     warmups = sorted({k[2] for k in summary if k[0] == "post"})
     columns = [("post", w) for w in warmups] + [("pre", 0)]
     cmap = LinearSegmentedColormap.from_list("fails-trains", ["#c44e52", "#f2f2f2", "#55a868"])
-    fig, ax = plt.subplots(figsize=(8.6, 4.6))
+    fig, ax = plt.subplots(figsize=(10.6, 4.6))  # wide enough for the one-line title
     for x, (position, warmup) in enumerate(columns):
         for y, lr in enumerate(lrs):
             cell = summary[position, lr, warmup]
@@ -194,6 +194,6 @@ def warmup_grid_figure(records: dict[str, dict]):
     ax.grid(False)
     ax.set_xlabel("warmup steps · 预热步数")
     ax.set_ylabel("peak learning rate · 峰值学习率")
-    ax.set_title(f"runs that train (accuracy > {TRAINS}) · 训练成功的运行数")
+    ax.set_title(f"runs that train (accuracy > {TRAINS}) · 训练成功的运行数（准确率 > {TRAINS}）")
     fig.tight_layout()
     return fig

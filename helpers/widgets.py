@@ -262,13 +262,13 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
     bs = [s["batch_size"] for s in grid]
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11.6, 4.9), width_ratios=(1.25, 1))
     ax0.loglog(bs, [s["mean_spread"] for s in grid], "o", color="#4c72b0",
-               label="std(μ_B), measured · 实测")
+               label=r"std($\mu_B$)")
     ax0.loglog(bs, [s["mean_theory"] for s in grid], "-", color="#4c72b0", lw=1,
-               label="σ/√B")
+               label=r"$\sigma/\sqrt{B}$")
     ax0.loglog(bs, [s["std_spread"] for s in grid], "s", color="#dd8452",
-               label="std(σ_B), measured · 实测")
+               label=r"std($\sigma_B$)")
     ax0.loglog(bs, [s["std_theory"] for s in grid], "--", color="#dd8452", lw=1,
-               label="≈ σ/√(2B)")
+               label=r"$\approx \sigma/\sqrt{2B}$")
     ax0.loglog([r["batch_size"]] * 2, [r["mean_spread"], r["std_spread"]], "o", ms=14,
                mfc="none", mec="k", mew=1.5)
     ax0.set_ylim(2e-3, 1.5)  # room below the lines for the legend
@@ -276,15 +276,21 @@ def bn_noise_figure(batch_size: int = 8, sizes: tuple[int, ...] = _BN_SIZES):
     ax0.set_xlabel("batch size B · 批大小 B")
     ax0.set_ylabel("spread across batches\n跨批波动")
     ax0.set_title("σ = 1")
-    ax0.legend(loc="lower left")
+    # measured markers in the left column, theory lines in the right one; the words in the
+    # title (a text mixing $...$ math and Chinese would lose the Chinese glyphs)
+    handles, labels = ax0.get_legend_handles_labels()
+    order = [0, 2, 1, 3]
+    ax0.legend([handles[i] for i in order], [labels[i] for i in order], loc="lower left", ncol=2,
+               title="markers: measured · 实测\nlines: theory · 理论", alignment="left")
     k = 400
     ax1.plot(r["x_hat_population"][:k].numpy(), r["x_hat_batch"][:k].numpy(), ".", alpha=0.5, color="#c44e52")
-    ax1.plot([-3.5, 3.5], [-3.5, 3.5], "k--", lw=1)
+    ax1.plot([-3.5, 3.5], [-3.5, 3.5], "k--", lw=1, label="y = x: no noise\n无批噪声")
     ax1.set_xlim(-3.5, 3.5)
     ax1.set_ylim(-4.5, 4.5)
     ax1.set_xlabel("x̂, population · 用总体统计量")
     ax1.set_ylabel("x̂, batch · 用批统计量")
     ax1.set_title(f"B = {r['batch_size']}")
+    ax1.legend(loc="upper left", handlelength=1.5)
     fig.tight_layout()
     html = _table([
         ("batch size B", str(r["batch_size"])),
@@ -467,6 +473,7 @@ def group_norm_figure(num_groups: int = 3, num_channels: int = 12):
     compares the result with ``F.group_norm`` and, at G = 1 and G = C, with ``F.layer_norm``
     over (C, H, W) and ``F.instance_norm``. Returns ``(figure, html)``."""
     import numpy as np
+    from matplotlib.patches import Patch
 
     plt = _style()
     x = group_norm_input(num_channels)
@@ -486,17 +493,19 @@ def group_norm_figure(num_groups: int = 3, num_channels: int = 12):
                   f"{label}")
     colors = plt.get_cmap("tab10")(groups % 10)
     chans = np.arange(c)
-    ax1.bar(chans - 0.2, r["channel_mean"][0].numpy(), width=0.4, color=colors,
-            label="mean · 输出通道均值")
+    ax1.bar(chans - 0.2, r["channel_mean"][0].numpy(), width=0.4, color=colors)
     ax1.bar(chans + 0.2, r["channel_std"][0].numpy(), width=0.4, color=colors, alpha=0.45,
-            hatch="//", label="std · 输出通道标准差")
+            hatch="//")
     ax1.axhline(0, color="k", lw=0.8)
     ax1.axhline(1, color="grey", lw=0.8, ls=":")
     ax1.set_xticks(range(c))
     ax1.set_xlim(-0.5, c - 0.5)
     ax1.set_xlabel("channel c (colour = group) · 通道 c（颜色 = 组）")
     ax1.set_ylim(-2.2, 2.2)
-    ax1.legend(loc="lower right", ncol=2)
+    # grey swatches: the legend tells the two kinds of bar apart, the colours tell the groups
+    ax1.legend([Patch(color="0.4"), Patch(facecolor="0.4", alpha=0.45, hatch="//")],
+               ["output-channel mean · 输出通道均值", "output-channel std · 输出通道标准差"],
+               loc="lower right", ncol=2, columnspacing=1.2, borderaxespad=0.1)
     fig.tight_layout()
     theirs = F.group_norm(x, num_groups)
     rows = [("G, channels per group", f"{num_groups}, {c // num_groups}"),
