@@ -576,7 +576,7 @@ def loss_curves(groups: dict[str, list[dict]], chance: float, chance_label: str,
     if title:
         ax.set_title(title.replace(": ", "\n", 1) if len(title) > 50 else title)
     handles, labels = ax.get_legend_handles_labels()  # below the plot, where it covers no curve
-    _legends_below(fig, [([ax], handles, labels, 3 if max(map(len, labels)) <= 30 else 2, "center")])
+    _legends_below(fig, [([ax], handles, labels, 3 if max(map(len, labels)) <= 24 else 2, "center")])
     return fig
 
 
@@ -615,7 +615,7 @@ def update_growth(updates: dict, depths, fits: dict, kinds=("post", "pre", "deep
     ax.set_xticks(depths, labels=[str(L) for L in depths])
     ax.minorticks_off()
     ax.set_xlabel("number of layers L · 层数 L")
-    ax.set_ylabel("RMS change, 1 step · 一步后的 RMS 变化")
+    ax.set_ylabel("RMS change, 1 step\n一步后的 RMS 变化")
     # right of the plot, where it covers no line and no band
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), borderaxespad=0, frameon=False)
     fig.tight_layout()
