@@ -414,15 +414,16 @@ def batch_size_figure(rows: list[dict], noise: list[dict], paper: dict | None = 
     for layer, marker, shade in zip(range(3), "os^", ["0.15", "0.4", "0.65"]):  # greys: layers
         points = [r for r in noise if r["layer"] == layer]
         ax2.loglog([r["values"] for r in points], [r["noise"] for r in points], marker + "-",
-                   color=shade, label=f"layer {layer + 1} · 第 {layer + 1} 层: n = {spatial[layer]}B")
+                   color=shade, label=f"{layer + 1}: n = {spatial[layer] if spatial[layer] > 1 else ''}B")
     n = torch.logspace(0, 4, 50)
     ax2.loglog(n.numpy(), (n ** -0.5).numpy(), "k--", lw=1, label="1/√n")
     ax2.set_xlabel("values per statistic n\n每个统计量的值个数 n")
     ax2.set_ylabel(r"rms $(\mu_B - \mu)/\sigma$")
     ax2.set_title("noise of the batch mean\n批均值的噪声")
     # headroom above the lines for the legend (the lines fall from the upper left)
-    ax2.set_ylim(top=4 * max([1.0] + [r["noise"] for r in noise]))
-    ax2.legend(loc="upper right", handlelength=1.4, borderaxespad=0.1)
+    ax2.set_ylim(top=30 * max([1.0] + [r["noise"] for r in noise]))
+    ax2.legend(loc="upper right", handlelength=1.4, borderaxespad=0.1,
+               title="layer · 层")
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()), w_pad=0.6)
     return fig
 
@@ -476,6 +477,8 @@ def eps_placement(scales, inside_rms, outside_rms, eps: float):
     ax.plot(scales, inside_rms, "o-", label="inside (PyTorch) · 根号内（PyTorch）: a / √(mean(a²) + ε)")
     ax.plot(scales, outside_rms, "s--", label="outside (authors' code) · 根号外（作者代码）: a / (√mean(a²) + ε)")
     ax.axvline(eps ** 0.5, color="grey", lw=1, ls=":")
+    ax.text(eps ** 0.5, 0.08, r" $s = \sqrt{\epsilon}$", transform=ax.get_xaxis_transform(),
+            color="#444444")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.35)
     ax.set_xlabel("RMS of the input token · 输入 token 的 RMS")
@@ -650,8 +653,22 @@ def bandwidth_roofline(working_sets, bandwidth, caches: dict, peak: float, point
                              (bandwidth[-1], "memory roof · 内存带宽上限", "-")]:
         ax1.plot(intensity, B.roofline(intensity, peak, bw), style, color="C0", label=label)
     markers = "osD^v<>ph*"
+    # points of one intensity whose markers would overlap (GFLOP/s within 25%) are set side
+    # by side, a few percent apart along the intensity axis, and drawn slightly transparent
+    shift = [1.0] * len(points)
+    order = sorted(range(len(points)), key=lambda k: (points[k][1], points[k][2]))
+    clusters = []
+    for k in order:
+        last = clusters[-1][-1] if clusters else None
+        if last is not None and points[last][1] == points[k][1] and points[k][2] < 1.25 * points[last][2]:
+            clusters[-1].append(k)
+        else:
+            clusters.append([k])
+    for cluster in clusters:
+        for j, k in enumerate(cluster):
+            shift[k] = 1.2 ** (j - (len(cluster) - 1) / 2)
     for k, (name, x, y) in enumerate(points):
-        ax1.plot(x, y, markers[k % len(markers)], ms=8, color=f"C{k + 1}",
+        ax1.plot(x * shift[k], y, markers[k % len(markers)], ms=8, color=f"C{k + 1}", alpha=0.85,
                  label=name.replace(", ", ",\n", 1) if len(name) > 24 else name)
     ax1.set(xscale="log", yscale="log", xlabel="arithmetic intensity\n(FLOP/byte) · 算术强度",
             ylabel="GFLOP/s", title="(b) roofline · 屋顶线")
