@@ -10,6 +10,7 @@ Pre-LN sub-layers of Xiong et al. (2020), Figure 1, for lesson 05.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import torch
@@ -76,7 +77,7 @@ def _block(ax, mask: torch.Tensor, color: str, xlabel: str, ylabel: str, zlabel:
     ax.view_init(elev=22, azim=-58)
     ax.set_xlabel(xlabel, labelpad=-12)
     ax.set_ylabel(ylabel, labelpad=-12)
-    ax.set_zlabel(zlabel, labelpad=-10)
+    ax.set_zlabel(zlabel, labelpad=-4)  # clear of the axis line
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_zticks([])
@@ -110,7 +111,7 @@ def norm_map(n: int = 4, c: int = 6, hw: int = 5, num_groups: int = 2, b: int = 
                      pad=0)
     ax = fig.add_subplot(1, 5, 5, projection="3d")
     _block(ax, statistics_mask("token", (b, t, d), (b - 1, 0, 0)), "#8172b3", "B", "T", "d")
-    ax.set_title("LN / RMSNorm\n层归一化 /\n均方根归一化", pad=0)
+    ax.set_title("LN / RMSNorm\n层归一化与\n均方根归一化", pad=0)
     fig.subplots_adjust(left=0.0, right=0.97, bottom=0.0, top=0.84, wspace=0.12)
     return fig
 
@@ -140,7 +141,7 @@ def group_map(num_channels: int = 8, group_counts: tuple[int, ...] = (1, 2, 4, 8
                   labels=[f"G = {g}" + ("  (LN)" if g == 1 else "  (IN)" if g == num_channels else "")
                           for g in group_counts])
     ax.set_xticks(range(num_channels))
-    ax.set_xlabel("channel c / 通道 c   (number = group index / 数字为组号)")
+    ax.set_xlabel("channel c · 通道 c (number = group index · 数字为组号)")
     ax.grid(False)
     for spine in ax.spines.values():
         spine.set_visible(False)
@@ -164,6 +165,12 @@ def _short_number(value: float, _pos=None) -> str:
     return text.replace("-", "−")
 
 
+def _round_below(value: float) -> float:
+    """The largest one-digit multiple of a power of ten not above ``value`` (> 0)."""
+    power = 10.0 ** math.floor(math.log10(value))
+    return math.floor(value / power * (1 + 1e-9)) * power
+
+
 def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradients: bool = False,
                           clip: float = 0.3):
     """Karpathy-style per-layer histograms: one panel per setting (four panels a row), one line
@@ -183,7 +190,7 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
 
     from .plotting import use_course_style
 
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
+    from matplotlib.ticker import FuncFormatter
 
     use_course_style()
     cols = min(len(results), 4)
@@ -203,10 +210,15 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
             curves.append((ax, i, centres, frac))
             peaks.append(float(frac.max()))
         ax.set_title(_setting_title(title).replace(" · ", "\n"))
-        if gradients:
+        if gradients:  # ticks −a, 0, a, a round a well inside the range, in units of 10^e
             ax.set_xlim(-hi, hi)
-            ax.xaxis.set_major_locator(MaxNLocator(3, symmetric=True))
-            ax.xaxis.set_major_formatter(FuncFormatter(_short_number))
+            a = _round_below(0.75 * hi)
+            ax.set_xticks([-a, 0, a])
+            e = math.floor(math.log10(a)) if a < 0.01 else 0
+            ax.xaxis.set_major_formatter(FuncFormatter(
+                lambda v, _pos, e=e: _short_number(round(v / 10.0 ** e, 6))))
+            if e:
+                ax.set_xlabel(f"× $10^{{{e}}}$", labelpad=2)
         else:
             ax.set_xticks([-1, 0, 1])
     top = 1.08 * max([p for p in peaks if p <= clip] or [clip])
@@ -220,7 +232,7 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
     for ax in axes.flat[:len(results)]:
         cut = max(float(f.max()) for a, _, _, f in curves if a is ax)
         if cut > top:
-            ax.text(1.0, 0.98, f"peak {cut:.2f}\n峰值 {cut:.2f}\ncut · 截断",
+            ax.text(1.0, 0.98, f"peak {cut:.2f}\n峰值 {cut:.2f}\noff scale\n超出范围",
                     transform=ax.transAxes, va="top", ha="right", color="#444444")
     axes[0, 0].set_ylim(0, top)
     for ax in axes[:, 0]:
@@ -232,7 +244,8 @@ def activation_histograms(results: dict[str, LayerStats], every: int = 4, gradie
                title="layer · 层", columnspacing=1.2)
     # margins in inches: the legend and the two-line titles above, ticks and label below
     width, height = fig.get_size_inches()
-    fig.subplots_adjust(left=1.0 / width, right=1 - 0.08 / width, bottom=0.8 / height,
+    fig.subplots_adjust(left=1.0 / width, right=1 - 0.08 / width,
+                        bottom=(1.15 if gradients else 0.8) / height,
                         top=1 - 1.5 / height, wspace=0.08, hspace=0.5)
     return fig
 
@@ -248,7 +261,7 @@ def gain_sweep(gains: list[float], sweep: dict, labels: list[str] | None = None)
     from .plotting import use_course_style
 
     use_course_style()
-    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    fig, ax = plt.subplots(figsize=(10.6, 4.2))
     styles = {None: ("o-", "no normalisation · 无归一化"), "batch": ("s-", "BatchNorm"),
               "layer": ("^--", "LayerNorm")}
     for norm, stds in sweep.items():
@@ -258,7 +271,8 @@ def gain_sweep(gains: list[float], sweep: dict, labels: list[str] | None = None)
     ax.minorticks_off()
     ax.set_xlabel("initial weight gain g · 初始权重增益 g")
     ax.set_ylabel("std of layer 20 · 第 20 层标准差")
-    ax.legend(loc="lower right")
+    # right of the plot, where it covers no line and no point
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), borderaxespad=0, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -291,7 +305,7 @@ def ln_placement():
                     arrowprops=dict(arrowstyle="-|>", color="#333333", lw=1.4,
                                     shrinkA=0, shrinkB=0))
 
-    def skip(ax, y0, y1, x_side=0.86):  # residual path: right of the main column
+    def skip(ax, y0, y1, x_side=0.95):  # residual path: right of the main column
         ax.plot([0.5, x_side, x_side], [y0, y0, y1], color="#333333", lw=1.4)
         arrow(ax, x_side, y1, 0.53, y1)
 
@@ -299,7 +313,7 @@ def ln_placement():
     ax = axes[0]
     ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=16)
     arrow(ax, 0.5, 0.08, 0.5, 0.255)
-    box(ax, 0.3, "F (attention / FFN)", f_color)
+    box(ax, 0.3, "F (attention / FFN · 注意力 / FFN)", f_color, w=0.78)
     arrow(ax, 0.5, 0.345, 0.5, 0.49)
     plus(ax, 0.52)
     skip(ax, 0.15, 0.52)
@@ -312,18 +326,18 @@ def ln_placement():
     # Pre-LN: x -> LN -> F -> (+ x); final LN after the last layer
     ax = axes[1]
     ax.text(0.5, 0.02, r"$x_l$", ha="center", fontsize=16)
-    arrow(ax, 0.5, 0.08, 0.5, 0.175)
-    box(ax, 0.22, "LayerNorm", ln_color)
-    arrow(ax, 0.5, 0.265, 0.5, 0.335)
-    box(ax, 0.38, "F (attention / FFN)", f_color)
-    arrow(ax, 0.5, 0.425, 0.5, 0.52)
-    plus(ax, 0.55)
-    skip(ax, 0.12, 0.55)
-    arrow(ax, 0.5, 0.58, 0.5, 0.6)
-    ax.text(0.5, 0.64, r"$x_{l+1} = x_l + F(\mathrm{LN}(x_l))$", ha="center", va="center",
+    arrow(ax, 0.5, 0.08, 0.5, 0.135)
+    box(ax, 0.18, "LayerNorm", ln_color)
+    arrow(ax, 0.5, 0.225, 0.5, 0.275)
+    box(ax, 0.32, "F (attention / FFN · 注意力 / FFN)", f_color, w=0.78)
+    arrow(ax, 0.5, 0.365, 0.5, 0.45)
+    plus(ax, 0.48)
+    skip(ax, 0.11, 0.48)
+    arrow(ax, 0.5, 0.51, 0.5, 0.56)  # ends below the equation
+    ax.text(0.5, 0.615, r"$x_{l+1} = x_l + F(\mathrm{LN}(x_l))$", ha="center", va="center",
             fontsize=16)
-    ax.plot([0.5, 0.5], [0.685, 0.715], color="#333333", lw=1.4, ls=":")
-    box(ax, 0.77, "final LayerNorm · 最后的 LN", ln_color, w=0.62)
+    ax.plot([0.5, 0.5], [0.67, 0.715], color="#333333", lw=1.4, ls=":")  # starts above it
+    box(ax, 0.76, "final LayerNorm · 最终 LN", ln_color, w=0.62)
     ax.text(0.5, 0.9, "after the last layer only · 仅在最后一层之后", ha="center", fontsize=16,
             color="#555555")
     ax.set_title("Pre-LN")
@@ -373,7 +387,7 @@ def batch_size_figure(rows: list[dict], noise: list[dict], paper: dict | None = 
         return sum(vals) / len(vals)
 
     for norm, key, label, style, color in [
-            ("batch", "eval", "BN, eval()", "o-", "C0"),
+            ("batch", "eval", "BN, eval() · 评估模式", "o-", "C0"),
             ("batch", "train_mode", "BN, train() · 训练模式", "s--", "C2"),
             ("batch", "recomputed", "BN, recomputed · 重算统计量", "^:", "C3"),
             ("group", "eval", "GN", "D-", "C1")]:
@@ -400,15 +414,16 @@ def batch_size_figure(rows: list[dict], noise: list[dict], paper: dict | None = 
     for layer, marker, shade in zip(range(3), "os^", ["0.15", "0.4", "0.65"]):  # greys: layers
         points = [r for r in noise if r["layer"] == layer]
         ax2.loglog([r["values"] for r in points], [r["noise"] for r in points], marker + "-",
-                   color=shade, label=f"BN {layer + 1}: {spatial[layer]} × B")
+                   color=shade, label=f"{layer + 1}: n = {spatial[layer] if spatial[layer] > 1 else ''}B")
     n = torch.logspace(0, 4, 50)
     ax2.loglog(n.numpy(), (n ** -0.5).numpy(), "k--", lw=1, label="1/√n")
     ax2.set_xlabel("values per statistic n\n每个统计量的值个数 n")
-    ax2.set_ylabel("rms (μ_B − μ)/σ")
+    ax2.set_ylabel(r"rms $(\mu_B - \mu)/\sigma$")
     ax2.set_title("noise of the batch mean\n批均值的噪声")
     # headroom above the lines for the legend (the lines fall from the upper left)
-    ax2.set_ylim(top=4 * max([1.0] + [r["noise"] for r in noise]))
-    ax2.legend(loc="upper right", handlelength=1.4, borderaxespad=0.1)
+    ax2.set_ylim(top=30 * max([1.0] + [r["noise"] for r in noise]))
+    ax2.legend(loc="upper right", handlelength=1.4, borderaxespad=0.1,
+               title="layer · 层")
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()), w_pad=0.6)
     return fig
 
@@ -432,7 +447,7 @@ def instance_norm_images(varied: torch.Tensor, normalised: torch.Tensor, contras
             for spine in ax.spines.values():
                 spine.set_visible(False)
     axes[0, 0].set_ylabel("a·x + b\ninput · 输入")
-    axes[1, 0].set_ylabel("IN(a·x + b)")
+    axes[1, 0].set_ylabel("IN(a·x + b)\noutput · 输出")
     fig.tight_layout()
     return fig
 
@@ -459,9 +474,11 @@ def eps_placement(scales, inside_rms, outside_rms, eps: float):
     Lesson 04."""
     plt = _style()
     fig, ax = plt.subplots(figsize=(10.0, 4.8))
-    ax.plot(scales, inside_rms, "o-", label="inside, PyTorch · 根号内: a / √(mean(a²) + ε)")
-    ax.plot(scales, outside_rms, "s--", label="outside, authors · 根号外，作者: a / (√mean(a²) + ε)")
+    ax.plot(scales, inside_rms, "o-", label="inside (PyTorch) · 根号内（PyTorch）: a / √(mean(a²) + ε)")
+    ax.plot(scales, outside_rms, "s--", label="outside (authors' code) · 根号外（作者代码）: a / (√mean(a²) + ε)")
     ax.axvline(eps ** 0.5, color="grey", lw=1, ls=":")
+    ax.text(eps ** 0.5, 0.08, r" $s = \sqrt{\epsilon}$", transform=ax.get_xaxis_transform(),
+            color="#444444")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.35)
     ax.set_xlabel("RMS of the input token · 输入 token 的 RMS")
@@ -502,13 +519,14 @@ def depth_gradients(grads: dict, depths, slopes: dict, key: str = "markov"):
     top[0].set_ylabel(r"$\|\partial \mathcal{L} / \partial W_2^{(l)}\|_F$")
     top[0].yaxis.set_major_locator(MaxNLocator(5))
     last = {}
-    for position, color in [("post", "#4c72b0"), ("pre", "#c44e52")]:
+    # black and grey, circles and squares: the colours of the left panels stand for the depths
+    for position, style, color in [("post", "o-", "black"), ("pre", "s--", "#777777")]:
         last[position] = [grads[key, position, L].mean(0)[-1].item() for L in depths]
         slope = f"{slopes[position]:.2f}".replace("-", "−")
-        ax.loglog(depths, last[position], "o-", color=color,
+        ax.loglog(depths, last[position], style, color=color, ms=7,
                   label=f"{position.capitalize()}-LN: slope · 斜率 {slope}")
     theorem = [last["pre"][0] * (depths[0] / L) ** 0.5 for L in depths]
-    ax.loglog(depths, theorem, ":", color="gray", label="Theorem 1 · 定理 1: slope · 斜率 −0.5")
+    ax.loglog(depths, theorem, ":", color="#999999", lw=2.2, label="Theorem 1 · 定理 1: slope · 斜率 −0.5")
     ax.set_xticks(depths, labels=[str(L) for L in depths])
     lo, hi = min(min(v) for v in [*last.values(), theorem]), max(max(v) for v in last.values())
     ticks = [t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 2.0) if lo / 1.3 <= t <= hi * 1.3]
@@ -536,19 +554,32 @@ def loss_curves(groups: dict[str, list[dict]], chance: float, chance_label: str,
 
     plt = _style()
     fig, ax = plt.subplots(figsize=(10.6, 5.0))
-    colors = ["#c44e52", "#4c72b0", "#55a868", "#8172b2", "#ccb974"]
-    for k, (label, results) in enumerate(groups.items()):
-        color, ls = (styles or {}).get(label, (colors[k % len(colors)], "-"))
-        shown = bilingual(label, [("no warmup", "无预热"), ("warmup", "预热")])
+    colors = ["#8172b2", "#ccb974", "#937860", "#da8bc3"]
+    placement = [("Post-LN", "#4c72b0"), ("Pre-LN", "#c44e52"), ("DeepNorm", "#55a868")]
+    glossary = [("no warmup", "无预热"), ("warmup", "预热")]
+    k = 0
+    for label, results in groups.items():
+        if styles and label in styles:
+            color, ls = styles[label]
+        else:  # the course's colours of the placements; dashed without warmup
+            color = next((c for name, c in placement if name in label), None)
+            if color is None:
+                color, k = colors[k % len(colors)], k + 1
+            ls = "--" if "no warmup" in label else "-"
+        # the Chinese half translates only the part after the layer's name
+        head, sep, tail = label.partition(", ")
+        shown = bilingual(tail, glossary) if sep else bilingual(label, glossary)
+        shown = f"{head}{sep}{shown}" if sep else shown
+        lw = 2.4 if ls in (":", "dotted") else 1.6  # a dotted line thick enough to see
         for i, r in enumerate(results):
-            ax.plot(r["steps"], r["loss"], color=color, ls=ls, lw=1.4, label=shown if i == 0 else None)
+            ax.plot(r["steps"], r["loss"], color=color, ls=ls, lw=lw, label=shown if i == 0 else None)
     ax.axhline(chance, color="gray", ls="--", lw=1, label=chance_label)
     ax.set_xlabel("step · 步")
     ax.set_ylabel("training loss · 训练损失")
     if title:
         ax.set_title(title.replace(": ", "\n", 1) if len(title) > 50 else title)
     handles, labels = ax.get_legend_handles_labels()  # below the plot, where it covers no curve
-    _legends_below(fig, [([ax], handles, labels, 3 if max(map(len, labels)) <= 30 else 2, "center")])
+    _legends_below(fig, [([ax], handles, labels, 3 if max(map(len, labels)) <= 24 else 2, "center")])
     return fig
 
 
@@ -576,20 +607,20 @@ def update_growth(updates: dict, depths, fits: dict, kinds=("post", "pre", "deep
 
     Lesson 06."""
     plt = _style()
-    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    fig, ax = plt.subplots(figsize=(10.6, 4.4))
     names = {"post": "Post-LN", "pre": "Pre-LN", "deepnorm": "DeepNorm"}
     for kind, color in zip(kinds, ["#4c72b0", "#c44e52", "#55a868"]):
         vals = torch.tensor([updates[kind, L] for L in depths])
         ax.loglog(depths, vals.mean(1).numpy(), "o-", color=color,
-                  label=f"{names.get(kind, kind)}: ~ L^{fits[kind]:.2f}")
+                  label=f"{names.get(kind, kind)}: $\\propto L^{{{fits[kind]:.2f}}}$")
         ax.fill_between(depths, vals.min(1).values.numpy(), vals.max(1).values.numpy(),
                         color=color, alpha=0.2)
     ax.set_xticks(depths, labels=[str(L) for L in depths])
     ax.minorticks_off()
     ax.set_xlabel("number of layers L · 层数 L")
-    ax.set_ylabel("RMS change, 1 step · 一步后的变化")
-    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the legend above the curves
-    ax.legend(loc="upper left")
+    ax.set_ylabel("RMS change, 1 step\n一步后的 RMS 变化")
+    # right of the plot, where it covers no line and no band
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), borderaxespad=0, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -614,16 +645,30 @@ def bandwidth_roofline(working_sets, bandwidth, caches: dict, peak: float, point
         ax0.axvline(size / 2**20, color="grey", ls=":", lw=1)
         ax0.text(size / 2**20, 0.04, f" {name}", transform=ax0.get_xaxis_transform(), color="#444444")
     ax0.set(xscale="log", xlabel="working set (MiB) · 工作集\nsource + destination · 源 + 目标",
-            ylabel="copy · 复制 (GB/s)", title="(a) bandwidth · 带宽")
+            ylabel="copy bandwidth · 复制带宽 (GB/s)", title="(a) bandwidth · 带宽")
     ax0.xaxis.set_major_locator(LogLocator(numticks=12))  # every power of 10
     ax0.set_ylim(0, 1.15 * max(bandwidth))
     intensity = [2 ** (k / 4) for k in range(-16, 33)]  # 1/16 to 256 FLOP/byte
-    for bw, label, style in [(bandwidth[0], "cache roof · 缓存带宽", "--"),
-                             (bandwidth[-1], "memory roof · 内存带宽", "-")]:
+    for bw, label, style in [(bandwidth[0], "cache roof · 缓存带宽上限", "--"),
+                             (bandwidth[-1], "memory roof · 内存带宽上限", "-")]:
         ax1.plot(intensity, B.roofline(intensity, peak, bw), style, color="C0", label=label)
     markers = "osD^v<>ph*"
+    # points of one intensity whose markers would overlap (GFLOP/s within 25%) are set side
+    # by side, a few percent apart along the intensity axis, and drawn slightly transparent
+    shift = [1.0] * len(points)
+    order = sorted(range(len(points)), key=lambda k: (points[k][1], points[k][2]))
+    clusters = []
+    for k in order:
+        last = clusters[-1][-1] if clusters else None
+        if last is not None and points[last][1] == points[k][1] and points[k][2] < 1.25 * points[last][2]:
+            clusters[-1].append(k)
+        else:
+            clusters.append([k])
+    for cluster in clusters:
+        for j, k in enumerate(cluster):
+            shift[k] = 1.2 ** (j - (len(cluster) - 1) / 2)
     for k, (name, x, y) in enumerate(points):
-        ax1.plot(x, y, markers[k % len(markers)], ms=8, color=f"C{k + 1}",
+        ax1.plot(x * shift[k], y, markers[k % len(markers)], ms=8, color=f"C{k + 1}", alpha=0.85,
                  label=name.replace(", ", ",\n", 1) if len(name) > 24 else name)
     ax1.set(xscale="log", yscale="log", xlabel="arithmetic intensity\n(FLOP/byte) · 算术强度",
             ylabel="GFLOP/s", title="(b) roofline · 屋顶线")
@@ -642,7 +687,7 @@ def sync_spread(per_device, spread: dict):
 
     Lesson 08."""
     plt = _style()
-    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    fig, ax = plt.subplots(figsize=(11.0, 4.4))
     labels = {"per-device mean": ("o-", "mean, per device · 单卡均值"),
               "synced mean": ("o--", "mean, synced · 同步均值"),
               "per-device std": ("s-", "std, per device · 单卡标准差"),
@@ -655,7 +700,8 @@ def sync_spread(per_device, spread: dict):
     ax.minorticks_off()
     ax.set_xlabel("samples per device b · 每卡样本数 b")
     ax.set_ylabel("std over batches · 跨批标准差")
-    ax.legend(loc="upper right")
+    # right of the plot, where it covers no line
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), borderaxespad=0, frameon=False)
     fig.tight_layout()
     return fig
 
