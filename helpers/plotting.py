@@ -227,6 +227,32 @@ def figure_texts(fig) -> list:
     return out
 
 
+def _missing_glyphs(fig) -> list[str]:
+    """Messages of matplotlib's missing-glyph warnings (``warnings`` for plain text, its
+    logger for mathtext) while ``fig`` is drawn."""
+    import logging
+    import warnings
+
+    class _Collect(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    handler, logger = _Collect(), logging.getLogger("matplotlib")
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig.canvas.draw()
+    finally:
+        logger.removeHandler(handler)
+    messages = handler.messages + [str(w.message) for w in caught]
+    return [m for m in messages if "glyph" in m.lower()]
+
+
 def slide_scale(fig, box: tuple[int, int] = SLIDE_FIGURE_BOX) -> float:
     """The factor by which a slide scales ``fig``'s picture: the notebook stores it cropped
     to its contents (``bbox_inches="tight"``, as the inline backend does) at ``fig.dpi``, one
@@ -251,12 +277,14 @@ def text_problems(fig, min_px: float = SLIDE_BODY_PX, box: tuple[int, int] = SLI
       ``tolerance_px`` pixels in both directions;
     - a text that is only English (:func:`is_bilingual_or_neutral`);
     - a text that reaches outside the figure (cut off when saved, or widening the picture
-      when the notebook crops it to its contents, so that it is scaled down on a slide).
+      when the notebook crops it to its contents, so that it is scaled down on a slide);
+    - a character that no font of the figure has (drawn as an empty box), for example
+      Chinese inside ``$...$`` mathtext, which uses only the math font.
     """
+    problems = [f"missing glyph: {m}" for m in _missing_glyphs(fig)]
     texts = figure_texts(fig)
     renderer = fig.canvas.get_renderer()
     scale = slide_scale(fig, box)
-    problems = []
     if scale < 1.0:
         problems.append(f"larger than a slide's figure box {box[0]}x{box[1]} px: shown at "
                         f"{scale:.0%}")

@@ -362,3 +362,17 @@ def test_stored_pictures_fit_the_slide_box():
     box = plotting.SLIDE_FIGURE_BOX
     too_large = [f"{where}: {w}x{h} px" for where, (w, h) in pictures if w > box[0] or h > box[1]]
     assert not too_large, f"larger than {box[0]}x{box[1]} px:\n" + "\n".join(too_large)
+
+
+def test_checker_finds_missing_glyphs():
+    """A text holding $...$ is drawn by mathtext, whose fonts have no Chinese: empty boxes,
+    even for the Chinese outside the dollars."""
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    ax.set_xticks([0, 1])
+    ax.set_yticks([])
+    ax.set_title("均值 · mean μ")  # plain text: the CJK font is a fallback
+    assert text_problems(fig) == []
+    ax.set_title(r"$\mu_B$ 均值")
+    problems = text_problems(fig)
+    assert any(p.startswith("missing glyph") and "U+5747" in p for p in problems), problems
+    plt.close(fig)
