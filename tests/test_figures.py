@@ -335,6 +335,8 @@ def _stored_pictures():
 
     import nbformat
 
+    from tools.slides import png_size
+
     root = pathlib.Path(__file__).resolve().parent.parent
     found = []
     for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
@@ -343,13 +345,9 @@ def _stored_pictures():
             for out in cell.get("outputs", []):
                 data = out.get("data", {}).get("image/png")
                 if data:
-                    head = base64.b64decode(data[:44])
-                    found.append((f"{path.name} cell {k}", (int.from_bytes(head[16:20], "big"),
-                                                            int.from_bytes(head[20:24], "big"))))
+                    found.append((f"{path.name} cell {k}", png_size(base64.b64decode(data[:44]))))
     for path in sorted((root / "images").glob("*.png")):
-        head = path.read_bytes()[:24]
-        found.append((f"images/{path.name}", (int.from_bytes(head[16:20], "big"),
-                                              int.from_bytes(head[20:24], "big"))))
+        found.append((f"images/{path.name}", png_size(path.read_bytes()[:24])))
     return found
 
 

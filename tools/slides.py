@@ -93,15 +93,19 @@ def _wrapped(text: str | list[str], chars: int = CHARS_PER_LINE) -> int:
     return sum(max(1, math.ceil(_width(line) / chars)) for line in lines)
 
 
+def png_size(head: bytes) -> tuple[int, int] | None:
+    """Width and height of a PNG from its first 24 bytes (None if it is not a PNG)."""
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or len(head) < 24:
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
 def _png_size(data: str) -> tuple[int, int] | None:
     """Width and height of a base64 PNG, read from its header."""
     try:
-        head = base64.b64decode(data[:44])
+        return png_size(base64.b64decode(data[:44]))
     except ValueError:
         return None
-    if head[:8] != b"\x89PNG\r\n\x1a\n":
-        return None
-    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
 def image_px(size: tuple[int, int] | None, metadata: dict | None = None) -> float:
