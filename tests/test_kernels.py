@@ -318,7 +318,7 @@ RMS_WRONG = {
     rms_sum_not_mean: "sum_not_mean",
     rms_stride_is_n: "stride_is_n",
     rms_saves_rms: "saved_statistic",
-    rms_sqrt_in_half: "sqrt_of_16_bit",
+    rms_sqrt_in_half: "statistics_16bit",  # no cast at all, tl.rsqrt
 }
 
 
