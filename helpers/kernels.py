@@ -38,9 +38,11 @@ compiled for an sm_90 GPU, on a machine without one.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
+import warnings
 from collections import Counter
 from typing import Sequence
 
@@ -76,7 +78,7 @@ except ImportError:  # macOS, Windows: no wheel
     triton = tl = _Standin()
 
 __all__ = ["AVAILABLE", "MISSING", "INTERPRETED", "triton", "tl", "require", "environment",
-           "show", "layer_norm_fwd_kernel", "rms_norm_fwd_kernel", "layer_norm_bwd_kernel",
+           "show", "quiet", "layer_norm_fwd_kernel", "rms_norm_fwd_kernel", "layer_norm_bwd_kernel",
            "partial_sum_kernel", "block_size", "layer_norm_forward", "rms_norm_forward",
            "layer_norm_backward", "partial_sums", "LayerNormFunction", "layer_norm",
            "TOLERANCES", "lock_order_sums", "compile_ptx", "compile_many", "global_accesses",
@@ -116,6 +118,16 @@ def environment() -> str:
         lines.append("kernels are compiled for the GPU: "
                      + (torch.cuda.get_device_name() if torch.cuda.is_available() else "none found"))
     return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence numpy's floating-point warnings: the interpreter computes with numpy, and an
+    overflow on purpose (a float16 sum past 65504) would print a RuntimeWarning."""
+    import numpy as np
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _jit(fn):
@@ -210,6 +222,11 @@ def block_size(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
+def _warps(block: int) -> int:
+    """Triton's tutorial 05 heuristic: one warp per 256 lanes, 1 to 8 (ignored when interpreted)."""
+    return min(max(block // 256, 1), 8)
+
+
 def _rows(x: Tensor) -> Tensor:
     if x.dim() < 1:
         raise ValueError("the input needs at least one dimension (the normalised one)")
@@ -227,7 +244,8 @@ def layer_norm_forward(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-
     mean = torch.empty(m, dtype=torch.float32, device=x.device)
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     (kernel or layer_norm_fwd_kernel)[(m,)](x2, y, weight, bias, mean, rstd, x2.stride(0), n,
-                                            eps, BLOCK_N=block_size(n))
+                                            eps, BLOCK_N=block_size(n),
+                                            num_warps=_warps(block_size(n)))
     return y.reshape(x.shape), mean, rstd
 
 
@@ -240,7 +258,7 @@ def rms_norm_forward(x: Tensor, weight: Tensor, eps: float = 1e-6,
     y = torch.empty_like(x2)
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     (kernel or rms_norm_fwd_kernel)[(m,)](x2, y, weight, rstd, x2.stride(0), n, eps,
-                                          BLOCK_N=block_size(n))
+                                          BLOCK_N=block_size(n), num_warps=_warps(block_size(n)))
     return y.reshape(x.shape), rstd
 
 
@@ -256,7 +274,7 @@ def partial_sums(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tens
     db_part = torch.empty(programs, n, dtype=torch.float32, device=x.device)
     (kernel or layer_norm_bwd_kernel)[(programs,)](
         dx, dy2, x2, weight, mean, rstd, dw_part, db_part, x2.stride(0), m, n,
-        ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=block_size(n))
+        ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=block_size(n), num_warps=_warps(block_size(n)))
     return dx.reshape(x.shape), dw_part, db_part
 
 

@@ -58,9 +58,9 @@ MISTAKES: dict[str, tuple[str, str]] = {
     "unmasked_tail": (
         "an unmasked tail: right when N is a power of two, wrong when it is not. A load without "
         "mask=cols < N (and other=0.) reads past the row and raises nothing; those lanes enter "
-        "the sums.",
+        "the sums. Every load and store of a row needs the mask.",
         "尾部没有屏蔽：N 是 2 的幂时结果正确，不是时就错了。没有 mask=cols < N（以及 other=0.）"
-        "的载入会读到行尾之外，而且不会报错；这些通道被算进了求和。"),
+        "的载入会读到行尾之外，而且不会报错；这些通道被算进了求和。一行的每次载入和存储都需要掩码。"),
     "divides_by_block": (
         "the mean divides by BLOCK_N instead of N: right when N is a power of two only. "
         "The masked lanes are zeros, not features: divide the sum by N.",
