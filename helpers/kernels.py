@@ -130,10 +130,6 @@ def quiet():
         yield
 
 
-def _jit(fn):
-    return triton.jit(fn) if AVAILABLE else fn
-
-
 def show(kernel) -> None:
     """Print a kernel's Python source (as the interpreter and the compiler read it)."""
     fn = getattr(kernel, "fn", kernel)
@@ -143,7 +139,7 @@ def show(kernel) -> None:
 # --------------------------------------------------------------------------------------
 # the kernels
 # --------------------------------------------------------------------------------------
-@_jit
+@triton.jit
 def layer_norm_fwd_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_N: tl.constexpr):
     row = tl.program_id(0)                          # one program per row
     cols = tl.arange(0, BLOCK_N)                    # BLOCK_N >= N lanes, a power of two
@@ -161,7 +157,7 @@ def layer_norm_fwd_kernel(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_N: tl.co
     tl.store(Y + row * stride + cols, y.to(Y.dtype.element_ty), mask=mask)
 
 
-@_jit
+@triton.jit
 def rms_norm_fwd_kernel(X, Y, W, Rstd, stride, N, eps, BLOCK_N: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
@@ -173,7 +169,7 @@ def rms_norm_fwd_kernel(X, Y, W, Rstd, stride, N, eps, BLOCK_N: tl.constexpr):
     tl.store(Y + row * stride + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
 
 
-@_jit
+@triton.jit
 def layer_norm_bwd_kernel(DX, DY, X, W, Mean, Rstd, DW, DB, stride, M, N,
                           ROWS_PER_PROGRAM: tl.constexpr, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)                          # program p owns rows [p R, p R + R)
@@ -201,7 +197,7 @@ def layer_norm_bwd_kernel(DX, DY, X, W, Mean, Rstd, DW, DB, stride, M, N,
     tl.store(DB + pid * N + cols, db, mask=mask)
 
 
-@_jit
+@triton.jit
 def partial_sum_kernel(P, OUT, G, N, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)                          # one program per block of columns
     cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
