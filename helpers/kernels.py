@@ -367,9 +367,11 @@ def compile_many(jobs: dict[str, dict]) -> dict[str, str]:
     import subprocess
     import sys
 
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this helpers' repository
+    env = {**os.environ, "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "helpers.kernels", "--ptx"], input=json.dumps(jobs),
-                          capture_output=True, text=True, env=env, check=False)
+                          capture_output=True, text=True, env=env, cwd=root, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"compiling failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout)
