@@ -54,17 +54,17 @@ MISTAKES: dict[str, tuple[str, str]] = {
         "BLOCK_N is rounded up to a power of two, so lanes N..BLOCK_N-1 must be masked out: "
         "tl.store(ptr, value, mask=cols < N).",
         "存储时没有掩码：内核写到了行尾之外（写进了{detail}）。BLOCK_N 向上取整到 2 的幂，"
-        "所以第 N 到 BLOCK_N-1 个通道必须被屏蔽：tl.store(ptr, value, mask=cols < N)。"),
+        "所以第 N 到 BLOCK_N-1 个 lane 必须被屏蔽：tl.store(ptr, value, mask=cols < N)。"),
     "unmasked_tail": (
         "an unmasked tail: right when N is a power of two, wrong when it is not. A load without "
         "mask=cols < N (and other=0.) reads past the row and raises nothing; those lanes enter "
         "the sums. Every load and store of a row needs the mask.",
         "尾部没有屏蔽：N 是 2 的幂时结果正确，不是时就错了。没有 mask=cols < N（以及 other=0.）"
-        "的载入会读到行尾之外，而且不会报错；这些通道被算进了求和。一行的每次载入和存储都需要掩码。"),
+        "的载入会读到行尾之外，而且不会报错；这些 lane 被算进了求和。一行的每次载入和存储都需要掩码。"),
     "divides_by_block": (
         "the mean divides by BLOCK_N instead of N: right when N is a power of two only. "
         "The masked lanes are zeros, not features: divide the sum by N.",
-        "均值除以了 BLOCK_N 而不是 N：只有 N 是 2 的幂时才对。被屏蔽的通道是补上的零，不是特征："
+        "均值除以了 BLOCK_N 而不是 N：只有 N 是 2 的幂时才对。被屏蔽的 lane 是补上的零，不是特征："
         "求和后应除以 N。"),
     "statistics_16bit": (
         "statistics in 16 bits: with float16 input the sum of squares was kept in float16 and "
