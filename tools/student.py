@@ -21,7 +21,10 @@ to ``build/student/images``. In every lesson of the student edition
 The full edition stays in ``notebooks/``; the lessons' own text does not change.
 
     python -m tools.student                    # every lesson, every edition
-    python -m tools.student --lessons 01 02 --editions zh
+    python -m tools.student --lessons 1 02_layer_norm --editions zh
+
+A lesson is named by its number (``1``, ``01``) or its name (``01_batch_norm``), see
+:func:`tools.course.resolve_lesson`; a name that is not exactly one lesson is refused.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ import sys
 import nbformat
 from helpers.mock_interview import QUESTION_CELL
 
-from .course import BUILD, IMAGES
-from .export import LANG_TAGS, lesson_paths, single_language
+from .course import BUILD, IMAGES, lesson_paths
+from .export import LANG_TAGS, single_language
 
 EDITIONS = ("en", "zh", "bilingual")
 STUDENT = BUILD / "student"
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--editions", nargs="+", default=list(EDITIONS), choices=EDITIONS)
     parser.add_argument("--lessons", nargs="*", default=None, metavar="NN",
-                        help="lesson prefixes, e.g. 01 05 (default: all)")
+                        help="lessons by number or name, e.g. 1 05 02_layer_norm (default: all)")
     parser.add_argument("--out", type=pathlib.Path, default=STUDENT)
     args = parser.parse_args(argv)
     try:
