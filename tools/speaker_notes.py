@@ -83,16 +83,21 @@ CONTINUED = {"en": "*(continued)*", "zh": "*（续）*"}
 SECTION_NOTES_ONLY: tuple[str, ...] = ("09", "10", "11")
 MINUTES_TOLERANCE = 0.25
 # reveal.js's speaker view is a window of its own that shows a slide's notes as HTML copied from
-# the deck: the notes carry the course's Chinese font with them, and of the math that MathJax
-# typeset in the deck the view shows the MathML (which the browser draws itself) and not the
-# HTML rendering (.mjx-math), whose stylesheet stays behind. Every selector is scoped to the view's notes
-# box, so the deck itself does not change.
+# the deck: the notes carry the course's Chinese font with them. MathJax finds the notes' math in
+# the deck but does not typeset it there (the notes are hidden), so what the view receives is
+# the TeX source in a <script type="math/tex"> tag: the view shows that source as monospace text.
+# Math that MathJax did typeset shows as its MathML (which the browser draws itself), not as the
+# HTML rendering (.mjx-math), whose stylesheet stays behind, and its source stays hidden. Every
+# selector is scoped to the view's notes box, so the deck itself does not change.
 NOTES_STYLE = (
     '<style>@font-face { font-family: "Course Noto Sans CJK SC"; '
     'src: url("../static/fonts/NotoSansCJKsc-Regular-subset.otf") format("opentype"); } '
     '.speaker-controls-notes { font-family: "Course Noto Sans CJK SC", sans-serif; } '
     '.speaker-controls-notes .mjx-math, .speaker-controls-notes .MathJax_Preview, '
     '.speaker-controls-notes script { display: none !important; } '
+    '.speaker-controls-notes script[type^="math/tex"] { display: inline !important; '
+    'font-family: monospace; font-size: 0.9em; } '
+    '.speaker-controls-notes .MathJax_CHTML + script { display: none !important; } '
     '.speaker-controls-notes .MJX_Assistive_MathML { position: static !important; '
     'clip: auto !important; width: auto !important; height: auto !important; '
     'overflow: visible !important; }</style>'
