@@ -144,9 +144,13 @@ def ln_backward(grad_output, x, weight, eps):
 
 def bn_running_stats(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """BatchNorm's forward with its buffers: batch statistics in training (biased variance
-    to normalise, unbiased into running_var), running statistics in eval."""
+    to normalise, unbiased into running_var), running statistics in eval. Buffers of None
+    are a freshly built layer's: zeros and ones, as nn.BatchNorm1d registers them."""
     dims = [0] + list(range(2, x.dim()))
     shape = [1, -1] + [1] * (x.dim() - 2)
+    if running_mean is None:                            # a fresh layer
+        running_mean = torch.zeros(x.shape[1], dtype=x.dtype)
+        running_var = torch.ones(x.shape[1], dtype=x.dtype)    # not zeros: see eval before training
     if training:
         mean = x.mean(dims)
         var = (x - mean.view(shape)).square().mean(dims)   # biased: normalises
