@@ -502,7 +502,7 @@ def check_bn_running_stats(fn: Callable, *, title: str = "bn_running_stats") -> 
 # folding BatchNorm into the linear layer before it
 # --------------------------------------------------------------------------------------
 def _fold(W, b, gamma, beta, rm, rv, eps, *, no_eps=False, variance=False, no_mean=False,
-          drop_bias=False, columns=False, fixed_eps=None):
+          drop_bias=False, columns=False, fixed_eps=None, no_beta=False, bias_unscaled=False):
     W, b, gamma, beta, rm, rv = (t.double() for t in (W, b, gamma, beta, rm, rv))
     e = 0.0 if no_eps else (fixed_eps if fixed_eps is not None else eps)
     denom = (rv + e) if variance else (rv + e).sqrt()
@@ -514,7 +514,9 @@ def _fold(W, b, gamma, beta, rm, rv, eps, *, no_eps=False, variance=False, no_me
     else:
         Wf = W * s[:, None]
     bias = torch.zeros_like(b) if drop_bias else b
-    bf = (bias if no_mean else bias - rm) * s + beta
+    bf = (bias if no_mean else bias - rm) * s + (0 if no_beta else beta)
+    if bias_unscaled:
+        bf = b - rm * s + beta
     return Wf, bf
 
 
@@ -559,7 +561,17 @@ def check_fold_bn(fn: Callable, *, title: str = "fold_bn") -> CheckResult:
         "fold_linear_bias_dropped": slip(drop_bias=True),
         "fold_scale_on_columns": slip(columns=True),
         "fold_eps_hard_coded": lambda *a: None if a[-1] == 1e-5 else _fold(*a, fixed_eps=1e-5),
+        "fold_beta_missing": slip(no_beta=True),
+        "fold_linear_bias_unscaled": slip(bias_unscaled=True),
     }, extra={
+        "fold_beta_missing": (
+            "BatchNorm's shift beta (bn_bias) is left out of the folded bias: b' = s * (b - "
+            "running_mean) + beta.",
+            "折叠后的偏置漏了 BatchNorm 的平移 beta（bn_bias）：b' = s * (b - running_mean) + beta。"),
+        "fold_linear_bias_unscaled": (
+            "the linear layer's bias is added unscaled: BatchNorm scales the whole pre-activation "
+            "W x + b by s, so b' = s * (b - running_mean) + beta.",
+            "线性层的偏置没有乘缩放系数：BatchNorm 把整个 W x + b 乘以 s，所以 b' = s * (b - running_mean) + beta。"),
         "fold_eps_missing": (
             "eps is left out: the scale is gamma / sqrt(running_var + eps), with the BatchNorm "
             "layer's eps (it matters when running_var is small).",
@@ -594,7 +606,7 @@ def check_fold_bn(fn: Callable, *, title: str = "fold_bn") -> CheckResult:
 # synchronised BatchNorm: merging per-process statistics
 # --------------------------------------------------------------------------------------
 def _merge(counts, means, vars_, *, weighted=True, between=True, plain_average=False,
-           swap=False, same=False):
+           swap=False, same=False, between_unweighted=False, process_count=False):
     n = counts.double()
     total = n.sum()
     means, vars_ = means.double(), vars_.double()
@@ -604,8 +616,10 @@ def _merge(counts, means, vars_, *, weighted=True, between=True, plain_average=F
     else:
         var = (n[:, None] * vars_).sum(0) / total
         if between:
-            var = var + (n[:, None] * (means - mean).square()).sum(0) / total
-    unbiased = var if same else var * total / (total - 1)
+            nb = torch.ones_like(n) if between_unweighted else n
+            var = var + (nb[:, None] * (means - mean).square()).sum(0) / total
+    k = torch.tensor(float(len(n)), dtype=torch.float64)
+    unbiased = var if same else (var * k / (k - 1) if process_count else var * total / (total - 1))
     if swap:
         var, unbiased = unbiased, var
     return mean, var, unbiased
@@ -651,7 +665,17 @@ def check_sync_bn_merge(fn: Callable, *, title: str = "sync_bn_merge") -> CheckR
         "averaged_variances": slip(plain_average=True),
         "unbiased_not_corrected": slip(same=True),  # before the swap: ties keep this order
         "biased_unbiased_swapped": slip(swap=True),
+        "between_term_unweighted": slip(between_unweighted=True),
+        "unbiased_process_count": slip(process_count=True),
     }, extra={
+        "between_term_unweighted": (
+            "the between-group term is not weighted by the counts: var = sum_k n_k (var_k + "
+            "(mean_k - mean)^2) / N, the n_k multiplying both terms.",
+            "组间项没有按样本数加权：var = sum_k n_k (var_k + (mean_k - mean)^2) / N，n_k 同时乘两项。"),
+        "unbiased_process_count": (
+            "the unbiased variance uses the number of processes K: it is var * N / (N - 1) with N "
+            "the global number of samples.",
+            "无偏方差用了进程数 K：应为 var * N / (N - 1)，N 是全局样本数。"),
         "unweighted_mean": (
             "the process means are averaged without their counts (uneven shards). Weight each "
             "by n_k / N: mean = sum_k n_k mean_k / N.",

@@ -225,6 +225,11 @@ _FROZEN_TEXTS = {
         "the running mean is not subtracted: the shift is bias - running_mean * scale, "
         "not bias.",
         "没有减去滑动均值：平移项是 bias - running_mean * scale，而不是 bias。"),
+    "affine_missing": (
+        "weight and bias are not applied: the frozen layer still scales and shifts, "
+        "y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.",
+        "没有使用 weight 和 bias：冻结的层仍要缩放和平移，"
+        "y = (x - running_mean) / sqrt(running_var + eps) * weight + bias。"),
     "channel_last": (
         "the per-channel vectors broadcast along the last dim. Reshape them to "
         "(1, C, 1, 1, ...): the channel is dim 1.",
@@ -237,7 +242,9 @@ _FROZEN_TEXTS = {
 
 
 def _frozen_ref(x, w, b, rm, rv, eps, *, batch=False, eps_out=False, no_sqrt=False,
-                no_mean=False, last=False):
+                no_mean=False, last=False, no_affine=False):
+    if no_affine:
+        w, b = torch.ones_like(w), torch.zeros_like(b)
     shape = [1] * (x.dim() - 1) + [-1] if last else [1, -1] + [1] * (x.dim() - 2)
     if batch:
         dims = [0] + list(range(2, x.dim()))
@@ -342,6 +349,7 @@ def check_frozen_batch_norm(fn: Callable[..., Tensor]) -> CheckResult:
         "eps_outside_sqrt": lambda *a: _frozen_ref(*a, eps_out=True),
         "var_as_std": lambda *a: _frozen_ref(*a, no_sqrt=True),
         "eps_missing": lambda x, w, b, rm, rv, eps: _frozen_ref(x, w, b, rm, rv, 0.0),
+        "affine_missing": lambda *a: _frozen_ref(*a, no_affine=True),
         "mean_not_subtracted": lambda *a: _frozen_ref(*a, no_mean=True),
         "channel_last": lambda *a: _frozen_ref(*a, last=True),
     }
@@ -363,6 +371,9 @@ _RENORM_TEXTS = {
         "r and d are not clipped: r = clamp(sigma_B / sigma, 1/rmax, rmax), "
         "d = clamp((mu_B - mu) / sigma, -dmax, dmax).",
         "没有对 r 和 d 截断：r = clamp(sigma_B / sigma, 1/rmax, rmax)，d = clamp((mu_B - mu) / sigma, -dmax, dmax)。"),
+    "d_not_clipped": (
+        "r is clipped but d is not: d = clamp((mu_B - mu) / sigma, -dmax, dmax).",
+        "截断了 r 却没有截断 d：d = clamp((mu_B - mu) / sigma, -dmax, dmax)。"),
     "r_inverted": (
         "r inverted: it is sigma_B / sigma (batch over running), so that "
         "(x - mu_B) / sigma_B * r = (x - mu_B) / sigma when unclipped.",
@@ -387,7 +398,7 @@ _RENORM_TEXTS = {
 
 
 def _renorm_ref(x, rm, rs, w, b, rmax, dmax, eps, *, detach=True, clip=True, invert=False,
-                d_raw=False, unbiased=False, plain=False, std_as_var=False):
+                d_raw=False, unbiased=False, plain=False, std_as_var=False, clip_d=True):
     if std_as_var:  # running_std read as a variance: its square root taken
         rs = rs.sqrt()
     dims = [0] + list(range(2, x.dim()))
@@ -397,7 +408,8 @@ def _renorm_ref(x, rm, rs, w, b, rmax, dmax, eps, *, detach=True, clip=True, inv
     r = rs / sigma if invert else sigma / rs
     d = (mu - rm) if d_raw else (mu - rm) / rs
     if clip:
-        r, d = r.clamp(1 / rmax, rmax), d.clamp(-dmax, dmax)
+        r = r.clamp(1 / rmax, rmax)
+        d = d.clamp(-dmax, dmax) if clip_d else d
     if detach:
         r, d = r.detach(), d.detach()
     x_hat = (x - mu.reshape(sh)) / sigma.reshape(sh)
@@ -467,6 +479,7 @@ def check_batch_renorm(fn: Callable[..., Tensor]) -> CheckResult:
         "d_not_scaled": lambda *a: _renorm_ref(*a, d_raw=True).detach(),
         "unbiased_variance": lambda *a: _renorm_ref(*a, unbiased=True).detach(),
         "std_as_variance": lambda *a: _renorm_ref(*a, std_as_var=True).detach(),
+        "d_not_clipped": lambda *a: _renorm_ref(*a, clip_d=False).detach(),
     }
     return _run_cases("batch_renorm", fn, cases, reference, mistakes, _RENORM_TEXTS,
                       grad=grad_check, names=("x", "running_mean", "running_std", "weight", "bias",

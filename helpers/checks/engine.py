@@ -69,7 +69,8 @@ class CheckResult:
 @dataclass(frozen=True)
 class Mistake:
     """A known mistake: its key, explanation in both languages, and a buggy implementation
-    with the learner's call signature (returning ``None`` where it does not apply)."""
+    with the learner's call signature (returning ``None`` where it does not apply, or a list
+    of outputs where the mistake is written in several ways)."""
 
     key: str
     en: str
@@ -255,8 +256,10 @@ def _matching(out: Tensor, case: Case, ref: Tensor, catalogue: Sequence[Mistake]
             bad = m.fn(*_clone(case.args))
         except Exception:
             bad = None
-        if (isinstance(bad, Tensor) and not _close(bad, ref, case.rtol, case.atol)
-                and _close(out, bad, case.rtol, case.atol)):
+        # a mistake may come in several forms: a list of candidate outputs
+        if any(isinstance(b, Tensor) and not _close(b, ref, case.rtol, case.atol)
+               and _close(out, b, case.rtol, case.atol)
+               for b in (bad if isinstance(bad, list) else [bad])):
             keys.append(m.key)
     return keys
 

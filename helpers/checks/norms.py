@@ -91,11 +91,17 @@ def _precision_and_affine_slips(dims_fn: Callable, per_feature: Callable) -> dic
         "affine_missing": lambda x, w, b, eps: _cast_like(_mv_norm(x, dims_fn(x), eps), x),
         "eps_missing": lambda x, w, b, eps: _cast_like(affine(
             _mv_norm(x, dims_fn(x), 0.0), x, w.double(), b.double()), x),
+        "not_normalised": lambda x, w, b, eps: _cast_like(
+            affine(x.double(), x, w.double(), b.double()), x),
         "affine_order": lambda x, w, b, eps: _cast_like(
             (_mv_norm(x, dims_fn(x), eps) + per_feature(b.double(), x)) * per_feature(w.double(), x), x),
     }
 
 
+NOT_NORMALISED = (
+    "the input is not normalised at all: only the affine step x * weight + bias. Subtract the "
+    "mean and divide by sqrt(var + eps) first.",
+    "输入根本没有归一化：只做了仿射变换 x * weight + bias。应先减去均值、再除以 sqrt(var + eps)。")
 AFFINE_ORDER = (
     "bias added before the weight multiplies: (x_hat + bias) * weight. The affine step is "
     "x_hat * weight + bias.",
@@ -161,6 +167,7 @@ def check_layer_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
         **_precision_and_affine_slips(_last, lambda p, x: p),
     }, extra={
         "affine_order": AFFINE_ORDER,
+        "not_normalised": NOT_NORMALISED,
         "mean_not_subtracted": (
             "the mean is not subtracted (that is RMSNorm, not LayerNorm): LayerNorm centres "
             "each row first, x - x.mean(-1, keepdim=True).",
@@ -242,6 +249,7 @@ def check_batch_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
         **_precision_and_affine_slips(_bn_dims, _ch),
     }, extra={
         "affine_order": AFFINE_ORDER,
+        "not_normalised": NOT_NORMALISED,
         "forgot_spatial_dims": (
             "statistics over the batch dim only: for (N, C, L, ...) input BatchNorm reduces "
             "over N and every spatial dim, i.e. dim=(0, 2, 3, ...), one mean per channel.",
@@ -306,6 +314,8 @@ def check_rms_norm(fn: Callable[[Tensor, Tensor, float], Tensor], *, title: str 
             lambda: lastw(rms(x, _last(x), eps, keepdim=False), x, w)),
         "no_gain": lambda x, w, eps: _cast_like(rms(x, _last(x), eps), x),
         "eps_missing": lambda x, w, eps: lastw(rms(x, _last(x), 0.0), x, w),
+        "std_not_rms": lambda x, w, eps: lastw(
+            x.double() / (x.double().var(-1, unbiased=False, keepdim=True) + eps).sqrt(), x, w),
         "l2_normalised": lambda x, w, eps: lastw(
             x.double() / x.double().norm(dim=-1, keepdim=True).clamp_min(1e-12), x, w),
         "one_plus_gain": lambda x, w, eps: _cast_like(rms(x, _last(x), eps) * (1 + w.double()), x),
@@ -326,6 +336,10 @@ def check_rms_norm(fn: Callable[[Tensor, Tensor, float], Tensor], *, title: str 
             "not by sqrt(sum(x**2)).",
             "用 x 的 L2 范数去除（F.normalize）：这样每行的范数为 1，而 RMSNorm 让范数为 sqrt(d)。"
             "RMSNorm 除以均方根 sqrt(mean(x**2) + eps)，而不是 sqrt(sum(x**2))。"),
+        "std_not_rms": (
+            "x divided by its standard deviation, sqrt(var + eps): RMSNorm divides by the root "
+            "mean square sqrt(mean(x**2) + eps), which does not subtract the mean.",
+            "x 除以了它的标准差 sqrt(var + eps)：RMSNorm 除以均方根 sqrt(mean(x**2) + eps)，不减去均值。"),
         "one_plus_gain": (
             "the gain applied as (1 + weight), Gemma's convention (its stored weight starts at 0). "
             "The exercise's weight is the gain itself, as in LLaMA and torch.nn.RMSNorm: x / rms * weight.",
@@ -408,9 +422,16 @@ def check_group_norm(fn: Callable[[Tensor, int, Tensor, Tensor, float], Tensor],
             * _ch(w, x) + _ch(b, x)),
         "affine_missing": lambda x, G, w, b, eps: _cast_like(grouped(x, G, eps), x),
         "eps_missing": lambda x, G, w, b, eps: variant()(x, G, w, b, 0.0),
+        "per_channel_statistics": lambda x, G, w, b, eps: _only_if(G != x.shape[1], lambda:
+            variant()(x, x.shape[1], w, b, eps)),
         "params_not_reshaped": lambda x, G, w, b, eps: _cast_like(
             _affine_last(grouped(x, G, eps), w, b), x),
     }, extra={
+        "per_channel_statistics": (
+            "statistics per channel (that is InstanceNorm, GroupNorm with G = C): GroupNorm pools "
+            "the C/G channels of a group, reshape to (N, G, -1).",
+            "按通道求统计量（那是 InstanceNorm，即 G = C 的 GroupNorm）：GroupNorm 要把一组内的 C/G 个通道合在一起，"
+            "reshape 成 (N, G, -1)。"),
         "groups_are_channels_per_group": (
             "num_groups used as the number of channels per group. GroupNorm(G, C) makes G "
             "groups of C/G channels: reshape to (N, G, C // G, ...), not (N, C // G, G, ...). "

@@ -115,10 +115,6 @@ _QK_MISTAKES: dict[str, tuple[str, str, Callable]] = {
         "still grow with k.",
         "只归一化了 q；k 也必须归一化（用它自己的增益），否则 logit 仍会随 k 增大。",
         lambda q, k, v, wq, wk, eps: _attend(_rms(q, -1, wq, eps), k, v)),
-    "gains_swapped": (
-        "q is multiplied by k's gain and k by q's: each has its own gain vector.",
-        "q 乘了 k 的增益，k 乘了 q 的增益：两者各有自己的增益向量。",
-        lambda q, k, v, wq, wk, eps: _attend(_rms(q, -1, wk, eps), _rms(k, -1, wq, eps), v)),
     "no_gain": (
         "the learnable gains are missing: multiply the normalised q by q_weight and k by k_weight.",
         "缺少可学习的增益：归一化后的 q 要乘 q_weight，k 要乘 k_weight。",
@@ -220,7 +216,8 @@ def check_qk_norm_attention(fn: Callable[..., Tensor]) -> CheckResult:
     scaled by 1/sqrt(d_h)), shape (B, h, T, d_h), in the input dtype (float64 for three
     cases, float32 for one). Recognises the mistakes of ``_QK_MISTAKES`` (norm over the
     whole projection, over heads, over time, no scale, a 1/sqrt(h d_h) scale, only q,
-    swapped, shared, missing or (1 + w) gains, mean subtracted, L2 ``F.normalize``, eps
+    shared, missing or (1 + w) gains (q's and k's gains swapped give the same logits: not a
+    mistake of the output), mean subtracted, L2 ``F.normalize``, eps
     missing or outside the sqrt, no causal mask, v normalised, statistics in float32)."""
     title = "QK-norm attention"
     failures: list[tuple] = []  # (name, what, keys, args, ref, out)

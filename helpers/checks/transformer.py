@@ -35,6 +35,7 @@ def _placements(x: Tensor, a, f, n1, n2, al: float = 1.0) -> dict[str, Tensor]:
         "post": two(lambda y, g, n: n(y + g(y)), lambda y, g, n: n(y + g(y))),
         "pre": two(lambda y, g, n: y + g(n(y)), lambda y, g, n: y + g(n(y))),
         "no_residual": two(lambda y, g, n: n(g(y)), lambda y, g, n: n(g(y))),
+        "no_residual_pre": two(lambda y, g, n: g(n(y)), lambda y, g, n: g(n(y))),
         "norm_on_branch_output": two(lambda y, g, n: y + n(g(y)), lambda y, g, n: y + n(g(y))),
         "deepnorm": two(lambda y, g, n: n(al * y + g(y)), lambda y, g, n: n(al * y + g(y))),
         "alpha_on_branch": two(lambda y, g, n: n(y + al * g(y)), lambda y, g, n: n(y + al * g(y))),
@@ -47,8 +48,8 @@ _TEXTS = {
              "这个块算的是 Post-LN：LN(x + F(x))，归一化在残差相加之后。"),
     "pre": ("the block computes Pre-LN: x + F(LN(x)), the norm inside the branch.",
             "这个块算的是 Pre-LN：x + F(LN(x))，归一化在分支里面。"),
-    "no_residual": ("the residual connection is missing: LN(F(x)).",
-                    "缺少残差连接：LN(F(x))。"),
+    "no_residual": ("the residual connection is missing: LN(F(x)) (or F(LN(x)) in a Pre-LN block).",
+                    "缺少残差连接：LN(F(x))（Pre-LN 块中为 F(LN(x))）。"),
     "norm_on_branch_output": ("the norm is applied to the branch output: x + LN(F(x)).",
                               "归一化作用在了分支的输出上：x + LN(F(x))。"),
     "deepnorm": ("the block computes DeepNorm: LN(alpha * x + F(x)), alpha on the shortcut.",
@@ -103,6 +104,8 @@ def check_block_forward(fn: Callable[..., Tensor], norm_position: str, *,
 
     def placement(key: str):
         key = _PER_POSITION.get(key, "{}").format(norm_position) if key in _PER_POSITION else key
+        if key == "no_residual" and norm_position == "pre":
+            return lambda *a: [_placements(*a)["no_residual"], _placements(*a)["no_residual_pre"]]
         return lambda *a: _placements(*a)[key]
 
     catalogue = mistakes({k: placement(k) for k in _SLIPS[norm_position]}, extra=_TEXTS)

@@ -411,6 +411,12 @@ _POWER_MISTAKES = {
                       "sigma 取成了用旧 v 算出的 ||W v||（在更新 v 之前）：torch 的估计是用更新后的 v' 计算 "
                       "u^T W v'（等于 ||W^T u||）。",
                       lambda w, v: (*_power_reference(w, v)[:2], (w @ v).norm())),
+    "exact_sigma": ("sigma is the exact largest singular value (an SVD or matrix_norm(ord=2)): one "
+                    "step of the power iteration returns the estimate u^T W v', which is what "
+                    "spectral_norm divides by.",
+                    "sigma 取成了精确的最大奇异值（SVD 或 matrix_norm(ord=2)）：幂迭代一步返回的是估计值 u^T W v'，"
+                    "spectral_norm 正是除以这个估计值。",
+                    lambda w, v: (*_power_reference(w, v)[:2], torch.linalg.matrix_norm(w, ord=2))),
     "frobenius": ("the Frobenius norm instead of the spectral norm: ||W||_F is the root of the "
                   "sum of all squared singular values, not the largest one.",
                   "用了 Frobenius 范数而不是谱范数：||W||_F 是所有奇异值平方和的平方根，而不是最大的奇异值。",
