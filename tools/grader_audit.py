@@ -96,6 +96,18 @@ def judge(sol: Sol, row: Row) -> None:
 
 
 def audit(only: list[str] | None = None) -> list[Row]:
+    """Every bank entry judged by its checker or drill, in one thread (the inputs are tiny:
+    more threads only contend)."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _audit(only)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _audit(only: list[str] | None) -> list[Row]:
     targets = CHECKERS + _drills()
     rows = {t: Row(t) for t in targets if not only or t in only}
     for sol in grader_bank.all_solutions():

@@ -406,11 +406,11 @@ _POWER_MISTAKES = {
                       "sigma = u^T W v uses the new v.",
                       "返回的 v 没有更新：这一步还要更新 v = normalize(W^T u)，sigma = u^T W v 用的是新的 v。",
                       lambda w, v: (F.normalize(w @ v, dim=0), v, F.normalize(w @ v, dim=0) @ (w @ v))),
-    "sigma_from_wv": ("sigma taken as ||W v|| with the old v (before v is updated): torch's estimate "
-                      "is u^T W v' with the updated v' (equal to ||W^T u||).",
-                      "sigma 取成了用旧 v 算出的 ||W v||（在更新 v 之前）：torch 的估计是用更新后的 v' 计算 "
-                      "u^T W v'（等于 ||W^T u||）。",
-                      lambda w, v: (*_power_reference(w, v)[:2], (w @ v).norm())),
+    "sigma_norm_wv": ("sigma taken as ||W v'|| with the updated v': torch's estimate is u^T W v' "
+                      "(equal to ||W^T u||), which weighs W v' by the new u.",
+                      "sigma 取成了用更新后的 v' 算出的 ||W v'||：torch 的估计是 u^T W v'（等于 ||W^T u||），"
+                      "即用新的 u 对 W v' 加权。",
+                      lambda w, v: (*_power_reference(w, v)[:2], (w @ _power_reference(w, v)[1]).norm())),
     "exact_sigma": ("sigma is the exact largest singular value (an SVD or matrix_norm(ord=2)): one "
                     "step of the power iteration returns the estimate u^T W v', which is what "
                     "spectral_norm divides by.",

@@ -186,4 +186,5 @@ def _(c, m, v):
     return mean, var.sqrt(), (var * tot / (tot - 1)).sqrt()
 
 
-SOLUTIONS = S
+# the drill's checker, called directly, on the same solutions
+SOLUTIONS = S + [Sol("check_sync_bn_merge", s.name, s.fn, s.expect) for s in S if s.target == Y]
