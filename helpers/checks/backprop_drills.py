@@ -56,7 +56,8 @@ def _picker(names: Sequence[str], shapes: dict[str, Callable[[tuple], tuple]] | 
     return pick
 
 
-def _run(title, fn, names, pick, inputs, reference, catalogue, against, broadcast_mistake=None):
+def _run(title, fn, names, pick, inputs, reference, catalogue, against, broadcast_mistake=None,
+         arg_names=None):
     """Cases ``(name, args)`` × parts; ``reference(*args)`` and each mistake return the tuple.
     A broadcasting error in ``fn`` is reported as ``broadcast_mistake`` when given."""
     cases = [Case(f"{name}: {part}", (*args, part), 1e-6, 1e-6)
@@ -88,7 +89,8 @@ def _run(title, fn, names, pick, inputs, reference, catalogue, against, broadcas
         return one
 
     catalogue = [type(m)(m.key, m.en, m.zh, wrap(m.fn) if m.fn else None) for m in catalogue]
-    return run_cases(title, learner, cases, ref, catalogue, against=against)
+    return run_cases(title, learner, cases, ref, catalogue, against=against,
+                     names=None if arg_names is None else (*arg_names, "part"))
 
 
 # --------------------------------------------------------------------------------------
@@ -272,7 +274,8 @@ def check_bn_backward(fn: Callable, *, title: str = "bn_backward") -> CheckResul
     catalogue = _backward_catalogue(_bn_dims, _bn_pshape, _bn_dims, "per_sample_axes",
                                     lambda x: list(range(1, x.dim())))
     return _run(title, fn, names, pick, inputs, reference, catalogue,
-                ("autograd through F.batch_norm", "经 F.batch_norm 的自动求导"))
+                ("autograd through F.batch_norm", "经 F.batch_norm 的自动求导"),
+                arg_names=("grad_output", "x", "weight", "eps"))
 
 
 def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResult:
@@ -301,7 +304,8 @@ def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResul
                                     lambda x: list(range(x.dim() - 1)), "per_feature_axes",
                                     lambda x: list(range(x.dim() - 1)))
     return _run(title, fn, names, pick, inputs, reference, catalogue,
-                ("autograd through F.layer_norm", "经 F.layer_norm 的自动求导"))
+                ("autograd through F.layer_norm", "经 F.layer_norm 的自动求导"),
+                arg_names=("grad_output", "x", "weight", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -495,7 +499,9 @@ def check_bn_running_stats(fn: Callable, *, title: str = "bn_running_stats") -> 
         return out[names.index(part)]
 
     return _run(title, chain(learner_step), names, pick_any, inputs, chain(torch_step), catalogue,
-                ("F.batch_norm with its buffers", "带缓冲区的 F.batch_norm"))
+                ("F.batch_norm with its buffers", "带缓冲区的 F.batch_norm"),
+                arg_names=("x (each step)", "weight", "bias", "running_mean", "running_var", "training",
+                           "momentum", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -599,7 +605,8 @@ def check_fold_bn(fn: Callable, *, title: str = "fold_bn") -> CheckResult:
     })
     return _run(title, fn, names, _picker(names, shapes), inputs, reference, catalogue,
                 ("torch.nn.utils.fusion.fuse_linear_bn_weights", "torch.nn.utils.fusion.fuse_linear_bn_weights"),
-                broadcast_mistake="fold_scale_on_columns")
+                broadcast_mistake="fold_scale_on_columns",
+                arg_names=("weight", "bias", "bn_weight", "bn_bias", "running_mean", "running_var", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -705,4 +712,5 @@ def check_sync_bn_merge(fn: Callable, *, title: str = "sync_bn_merge") -> CheckR
         return fn(counts.clone(), means.clone(), vars_.clone())
 
     return _run(title, learner, names, pick, inputs, reference, catalogue,
-                ("the statistics of the concatenated shards", "拼接后全部数据的统计量"))
+                ("the statistics of the concatenated shards", "拼接后全部数据的统计量"),
+                arg_names=("counts", "means", "vars", "the concatenated data"))

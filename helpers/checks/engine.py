@@ -238,7 +238,7 @@ def what_zh(what: str) -> str:
     if m:
         line = f"（第 {m.group(2)} 行）" if m.group(2) else ""
         return f"抛出异常 {m.group(1)}{line}"
-    for en, zh in (("max abs error", "最大绝对误差"), ("returned shape", "返回的形状为"),
+    for en, zh in ((", expected", "，应为"), ("max abs error", "最大绝对误差"), ("returned shape", "返回的形状为"),
                    ("expected", "应为"), ("values differ", "数值不同"), ("returned dtype", "返回的 dtype 为"),
                    ("returned", "返回了"), (", not a tensor", "，不是张量")):
         what = what.replace(en, zh)

@@ -122,4 +122,5 @@ def check_batch_norm_eval(fn: Callable[..., Tensor], *, title: str = "batch_norm
         "eps_missing": lambda x, rm, rv, w, b, eps: _eval_variant()(x, rm, rv, w, b, 0.0),
         "affine_missing": _eval_variant(affine=False),
     }
-    return run_cases(title, fn, cases, ref, mistakes(variants, extra=texts))
+    return run_cases(title, fn, cases, ref, mistakes(variants, extra=texts),
+                     names=("x", "running_mean", "running_var", "weight", "bias", "eps"))

@@ -184,7 +184,7 @@ def check_layer_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
             "the features of each sample: dim=-1.",
             "在 batch 维上求统计量（那是 BatchNorm 的轴）。LayerNorm 在每个样本自己的特征上归约：dim=-1。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "weight", "bias", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def check_batch_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
             "按样本求统计量（在通道和位置上归约）：那是 LayerNorm。BatchNorm 是每个通道在整个 batch 上"
             "共享统计量：dim=(0, 2, ...)。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "weight", "bias", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def check_rms_norm(fn: Callable[[Tensor, Tensor, float], Tensor], *, title: str 
             "应转为 float32 计算（x.float()），再用 .to(x.dtype) 转回。见第 07 课第 6 节"
             "（“半精度：为什么内核用 float32 累加”）。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "weight", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -451,4 +451,4 @@ def check_group_norm(fn: Callable[[Tensor, int, Tensor, Tensor, float], Tensor],
             "在每个空间位置上分别对组内通道求统计量。一个组的统计量应覆盖它的 C/G 个通道和所有空间位置："
             "reshape 成 (N, G, -1)。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "num_groups", "weight", "bias", "eps"))

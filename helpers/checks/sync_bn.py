@@ -95,4 +95,5 @@ def check_merge(fn: Callable, *, title: str = "merge") -> CheckResult:
     })
     return run_cases(title, lambda c, m, s, part: _part(fn(c, m, s), part), cases,
                      lambda c, m, s, part: truth[part], catalogue,
-                     against=("the moments of the concatenated shards", "拼接后全部数据的矩"))
+                     against=("the moments of the concatenated shards", "拼接后全部数据的矩"),
+                     names=("counts", "means", "m2s", "part"))

@@ -46,4 +46,4 @@ def check_variance(fn: Callable[[Tensor], Tensor], shift: float = 1e3, tol: floa
                              "for the biased variance, mean((x - mean)**2), without a square root.",
                              "返回的是无偏标准差（x.std()）：题目要求有偏方差 mean((x - mean)**2)，不开平方。")})
     return run_cases(title, fn, cases, lambda x: _variance64(x).float(), catalogue,
-                     against=("the float64 variance", "float64 下算出的方差"))
+                     against=("the float64 variance", "float64 下算出的方差"), names=("x",))
