@@ -1,6 +1,6 @@
 r"""Five-minute drills: write a normalisation forward pass from a blank function, grade it.
 
-Five drills, each graded by a checker that names the mistake it recognises:
+Ten drills, each graded by a checker that names the mistake it recognises:
 
 ============================  ==============================================  ======================
 drill                         signature                                       graded by
@@ -18,6 +18,7 @@ drill                         signature                                       gr
 ``"bn_running_stats"``        ``fn(x, weight, bias, running_mean,             ``checks.check_bn_running_stats``
                               running_var, training, momentum, eps)``
                               ``-> (y, running_mean, running_var)``
+                              (buffers ``None``: a fresh layer)
 ``"fold_bn"``                 ``fn(weight, bias, bn_weight, bn_bias,          ``checks.check_fold_bn``
                               running_mean, running_var, eps)``
                               ``-> (folded_weight, folded_bias)``
