@@ -964,11 +964,3 @@ def _record_one_thread(args, argv: list[str] | None, load_before) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def __getattr__(name: str):
-    # the checker lives in helpers.checks; this name keeps older notebooks working
-    if name == "check_variance":
-        from .checks import check_variance
-        return check_variance
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
