@@ -17,7 +17,16 @@ def test_every_checker_and_drill_is_audited(rows):
     from helpers import drills
     assert [r.target for r in rows] == A.CHECKERS + [f"drill:{d}" for d in drills.DRILLS]
     import helpers.checks
-    assert set(A.CHECKERS) == {n for n in helpers.checks.__all__ if n.startswith("check_")}
+    checkers = {n for n in helpers.checks.__all__ if n.startswith("check_")}
+    assert set(A.CHECKERS) | set(A.AUDITED_ELSEWHERE) == checkers
+    assert not set(A.CHECKERS) & set(A.AUDITED_ELSEWHERE)
+
+
+def test_checkers_audited_elsewhere_have_their_bank_there():
+    import pathlib
+    root = pathlib.Path(A.__file__).resolve().parents[1]
+    for name, where in A.AUDITED_ELSEWHERE.items():
+        assert name in (root / where).read_text(encoding="utf-8"), (name, where)
 
 
 def test_no_wrong_solution_passes_and_no_right_one_fails(rows):

@@ -33,6 +33,15 @@ CHECKERS = ["check_layer_norm", "check_batch_norm", "check_group_norm", "check_r
             "check_weight_norm", "check_weight_norm_grad", "check_power_iteration"]
 
 
+# Checkers whose bank lives beside the code they grade, because their learner solutions are
+# Triton kernels run in Triton's interpreter (seconds per case): the same rule (every wrong one
+# rejected with its mistake named, every right one accepted) is enforced there.
+AUDITED_ELSEWHERE = {
+    "check_rms_norm_kernel": "tests/test_kernels.py",
+    "check_layer_norm_backward_kernel": "tests/test_kernels.py",
+}
+
+
 def _drills() -> list[str]:
     from helpers import drills
     return [f"drill:{name}" for name in drills.DRILLS]
