@@ -454,12 +454,21 @@ def instance_norm(
         )
     _check_floating("instance_norm", input)
     n, c = input.shape[0], input.shape[1]
+    if n == 0 and (weight is not None or bias is not None):
+        # torch repeats the affine parameters N times and then fails on the empty result
+        raise IndexError(
+            f"instance_norm of an empty batch (input of size {_size(input)}) with affine "
+            "parameters: torch's kernel repeats weight and bias once per sample and cannot "
+            "index the empty result"
+        )
     _check_per_channel("instance_norm", input, c, vectors=True, running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
     # torch accepts running statistics of any floating dtype here (they are updated in their
-    # own dtype); the affine parameters follow the usual rule
-    _check_param_dtype("instance_norm", input, weight=weight, bias=bias)
-    if (weight is None and bias is not None and running_mean is not None
+    # own dtype); the affine parameters follow the usual rule, which torch's kernel checks
+    # only when there is something to normalise
+    if input.numel() > 0:
+        _check_param_dtype("instance_norm", input, weight=weight, bias=bias)
+    if (input.numel() > 0 and weight is None and bias is not None and running_mean is not None
             and bias.dtype != input.dtype):
         # torch's CPU kernel: a float32 bias of a half-precision input needs a float32 weight
         # beside it once running statistics are given (a float32 weight alone is accepted)
