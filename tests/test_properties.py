@@ -41,12 +41,12 @@ import helpers.functional as HF
 import helpers.norms as HN
 
 settings.register_profile(
-    "course", max_examples=20, deadline=None, derandomize=True, database=None,
+    "course", max_examples=40, deadline=None, derandomize=True, database=None,
     # the autouse seeding fixture of tests/conftest.py is function-scoped; every example
     # here draws its data from its own seeded generator instead
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                            HealthCheck.data_too_large])
-settings.register_profile("thorough", parent=settings.get_profile("course"), max_examples=200)
+settings.register_profile("thorough", parent=settings.get_profile("course"), max_examples=400)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "course"))
 
 
