@@ -9,8 +9,11 @@
    request off this machine refused: the math is typeset, the course font is used, no file
    is missing, and → steps through every slide of the deck.
 4. Every slide of every deck (``build/slides``, both languages) fits a 1280 × 720 and a
-   1920 × 1080 window: nothing below the slide's height, no code or output line cut at the
-   right (``tools.slide_fit``; ``python -m tools.slide_fit`` prints the same report).
+   1920 × 1080 window, measured once its math is typeset: nothing below the slide's height,
+   no slide that grows after it is shown, no code or output line cut at the right, no formula
+   in a table broken across lines; and no formula in a table cell of any page of the HTML
+   edition (``build/html``, both languages) is broken across lines (``tools.slide_fit``;
+   ``python -m tools.slide_fit`` prints the same report).
 
 Screenshots go to ``build/browser/``. Chromium is Debian's (``/usr/bin/chromium``, or the
 path in ``$CHROMIUM``); Playwright's own browser download is never used. The lesson is
@@ -362,7 +365,10 @@ def test_slides_offline(browser):
 
 def test_every_slide_fits_the_screen(browser):
     """Each deck of each language is loaded once per window size and all its slides are
-    measured in one script (tools.slide_fit.MEASURE_JS)."""
+    measured in one script (tools.slide_fit.MEASURE_JS), each once it has settled (its math
+    typeset): none may be taller than the deck, grow after it is shown, or hold a formula
+    broken across lines in a table. Every page of the HTML edition, in both languages, is
+    opened once: no formula in a table cell may be broken across lines (tools.slide_fit.HTML_JS)."""
     from tools import slide_fit
     from tools.course import lessons
 
@@ -374,13 +380,21 @@ def test_every_slide_fits_the_screen(browser):
     stale = [str(p) for lang, p in decks
              if p.stat().st_mtime < (ROOT / "notebooks" / p.name.replace(".slides.html", ".ipynb")).stat().st_mtime]
     assert not stale, f"decks older than their notebooks (run make slides): {stale}"
+    pages = slide_fit.page_paths()
+    found = {(lang, p.stem) for lang, p in pages}
+    missing = sorted(expected - found)
+    assert not missing, f"HTML pages missing (run make export): {missing}"
+    summaries = []
+    html_lines = slide_fit.measure_html(browser, pages, log=summaries.append)
     reports = slide_fit.measure(browser, decks)
-    lines = [line for r in reports for line in r.offender_lines()]
-    (SHOTS / "slide_fit.txt").write_text("\n".join(r.summary() for r in reports) + "\n"
-                                         + "\n".join(lines) + "\n", encoding="utf-8")
+    lines = html_lines + [line for r in reports for line in r.offender_lines()]
+    (SHOTS / "slide_fit.txt").write_text(
+        "\n".join([s for s in summaries if not s.startswith("  ")] + [r.summary() for r in reports])
+        + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
     assert len(reports) == len(decks) * len(slide_fit.WINDOWS)
     assert all(r.slides for r in reports)
-    assert not lines, f"{len(lines)} overflows (deck, slide h/v, window):\n" + "\n".join(lines)
+    assert not lines, (f"{len(lines)} problems (HTML pages: formulas broken in table cells; decks: "
+                       f"slide h/v, window):\n" + "\n".join(lines))
 
 
 # ------------------------------------------------------------------ the reading edition's contents, the speaker view
