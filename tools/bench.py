@@ -9,6 +9,11 @@ an idle machine and read them as a measurement, not a promise.
     python -m tools.bench notebooks/00_introduction.ipynb
     python -m tools.bench --execute-in-place   # rewrite the notebooks with fresh outputs
     python -m tools.bench --threads 2          # pin torch's thread count in the kernels
+    python -m tools.bench --portable-paths notebooks/08_sync_batch_norm.ipynb  # outputs only
+
+The outputs written back do not depend on where the repository or Python lie
+(:func:`portable_paths`): a traceback names ``../helpers/distributed.py`` and
+``<site-packages>/torch/...``, not the absolute paths of the machine that ran it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
 import sys
+import sysconfig
 import time
 
 from .course import ROOT, lessons
@@ -29,6 +36,49 @@ def _notebooks(paths: list[str]) -> list[pathlib.Path]:
     if paths:
         return [pathlib.Path(p).resolve() for p in paths]
     return lessons()
+
+
+def _path_rules(notebook_dir: pathlib.Path, root: pathlib.Path | None = None) -> list[tuple[re.Pattern, str]]:
+    """(pattern, replacement) pairs that make the paths in outputs portable: the repository
+    becomes a path relative to the notebook's folder (a link JupyterLab can open), installed
+    packages ``<site-packages>/``, the standard library ``<stdlib>/``."""
+    root = root or ROOT
+    rel = os.path.relpath(ROOT, notebook_dir).replace(os.sep, "/")
+    rules = [(re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s\"'\x1b:()\[\]/\\]+)*?[/\\](?:site|dist)-packages[/\\]"),
+              "<site-packages>/")]
+    stdlib = sysconfig.get_paths().get("stdlib")
+    if stdlib:
+        rules.append((re.compile(re.escape(stdlib.rstrip("/\\")) + r"[/\\]"), "<stdlib>/"))
+    rules.append((re.compile(re.escape(str(root)) + r"[/\\]"), "" if rel == "." else rel + "/"))
+    return rules
+
+
+def portable_paths(nb, notebook_dir: pathlib.Path, root: pathlib.Path | None = None) -> int:
+    """Rewrite, in every output of ``nb`` (tracebacks, streams, text), the absolute paths of
+    this machine's repository (``root``, default this one), installed packages and standard
+    library (:func:`_path_rules`). Returns how many outputs changed."""
+    rules = _path_rules(notebook_dir, root)
+
+    def fix(text: str) -> str:
+        for pattern, repl in rules:
+            text = pattern.sub(repl, text)
+        return text
+
+    changed = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            before = repr(out)
+            if out.get("output_type") == "error":
+                out["traceback"] = [fix(line) for line in out.get("traceback", [])]
+                out["evalue"] = fix(out.get("evalue", ""))
+            elif out.get("output_type") == "stream":
+                out["text"] = fix(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
+            for mime in ("text/plain",):
+                if mime in out.get("data", {}):
+                    value = out["data"][mime]
+                    out["data"][mime] = fix(value if isinstance(value, str) else "".join(value))
+            changed += repr(out) != before
+    return changed
 
 
 def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> float:
@@ -48,6 +98,7 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
     if in_place:
         for cell in nb.cells:  # keep the committed files free of run-specific metadata
             cell.metadata.pop("execution", None)
+        portable_paths(nb, path.parent)
         nbformat.write(nb, path)
     return elapsed
 
@@ -60,7 +111,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the executed notebooks back (fresh outputs)")
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS for the kernels (default: torch's own choice)")
+    parser.add_argument("--portable-paths", action="store_true",
+                        help="only rewrite the saved outputs' absolute paths (no execution)")
+    parser.add_argument("--from-root", type=pathlib.Path, default=None,
+                        help="with --portable-paths: where the repository lay when the outputs "
+                             "were made (default: here)")
     args = parser.parse_args(argv)
+    if args.portable_paths:
+        import nbformat
+
+        for p in _notebooks(args.notebooks):
+            nb = nbformat.read(p, as_version=4)
+            n = portable_paths(nb, p.parent, args.from_root)
+            if n:
+                nbformat.write(nb, p)
+            print(f"{p.name}: {n} outputs with portable paths")
+        return 0
 
     # kernels inherit this environment: helpers importable, a fixed thread count if asked
     os.environ["PYTHONPATH"] = os.pathsep.join(
