@@ -131,3 +131,28 @@ def test_make_lab_refuses_other_languages():
     out = subprocess.run([MAKE, "-n", "lab", "LANG=fr"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert out.returncode != 0
     assert "LANG=en and LANG=zh" in out.stderr
+
+
+def test_server_config_merges_and_serves_the_course_font(tmp_path):
+    """tools.lab_setup's server configuration: kept keys, kernel encryption only where pyzmq
+    has Curve, custom CSS on and served from static/ (custom.css there loads fonts that exist)."""
+    path = lab_setup.server_config_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"ServerApp": {"open_browser": False}}))
+    _, wanted = lab_setup.write_server_config(tmp_path, curve=True)
+    lab_setup.write_server_config(tmp_path, curve=True)  # idempotent
+    config = json.loads(path.read_text())
+    assert config["ServerApp"]["open_browser"] is False
+    assert config["KernelManager"] == {"transport_encryption": "auto"}
+    assert config["LabApp"] == {"custom_css": True}
+    served = [pathlib.Path(p) for p in config["ServerApp"]["static_custom_path"]]
+    css = served[0] / "custom.css"
+    assert css.exists()
+    import re
+
+    fonts = re.findall(r'url\("([^"]+)"\)', css.read_text())
+    assert fonts and all(any((d / f).exists() for d in served) for f in fonts), fonts
+    assert "KernelManager" not in lab_setup.write_server_config(tmp_path / "other", curve=False)[1]
+    path.write_text("[1]")
+    with pytest.raises(ValueError, match="not a JSON object"):
+        lab_setup.write_server_config(tmp_path, curve=True)
