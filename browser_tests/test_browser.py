@@ -3,6 +3,9 @@
 1. JupyterLab on localhost: open a lesson, run all cells from the Run menu, and check that
    every code cell ran, that only cells tagged ``raises-exception`` show an error, that the
    figures and the typeset math appear, and that an explorer's slider redraws its figure.
+   The kernel starts without ipykernel's "susceptible to eavesdropping" warning (the server
+   configuration of tools.lab_setup), and Chinese text is drawn in the course's bundled font
+   (JupyterLab's custom CSS) on a machine with no Chinese font of its own.
 2. The lesson's English copy (``build/en``) as a live RISE slideshow inside JupyterLab:
    slides render and advance, with nothing fetched from the internet.
 3. One page of the HTML edition and one exported slide deck, opened from disk with every
@@ -139,6 +142,14 @@ def jupyterlab(tmp_path_factory):
         f = settings / f"{plugin}.jupyterlab-settings"
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(json.dumps(values))
+    # the server configuration that tools.lab_setup writes into the course's environment at
+    # install and at every `make lab` (encrypted kernel connections, the course's Chinese font
+    # through JupyterLab's custom CSS), found through JUPYTER_CONFIG_PATH
+    sys.path.insert(0, str(ROOT))
+    from tools import lab_setup
+
+    config_path, _ = lab_setup.write_server_config(tmp / "prefix")
+    lab_setup.write_custom_css(tmp / "config")  # the user's ~/.jupyter, here a fresh one
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
            "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
@@ -147,7 +158,10 @@ def jupyterlab(tmp_path_factory):
     if hasattr(os, "getuid") and os.getuid() == 0:
         cmd.append("--allow-root")
     log = open(tmp / "jupyterlab.log", "w")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+           "JUPYTER_CONFIG_PATH": os.pathsep.join([str(config_path.parent),
+                                                   os.environ.get("JUPYTER_CONFIG_PATH", "")])}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -256,6 +270,48 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
         page.screenshot(path=str(SHOTS / f"lab_{LESSON}_explorer.png"))
 
     offline.assert_clean()
+    offline.context.close()
+    # the kernel ran over an encrypted connection: ipykernel did not warn at its start
+    log = (lab_root.parent / "jupyterlab.log").read_text(encoding="utf-8")
+    assert "Starting the kernel" in log or "Kernel started" in log, log[-2000:]
+    assert "eavesdropping" not in log, [line for line in log.splitlines() if "eavesdropping" in line]
+
+
+def _system_has_chinese_font() -> bool:
+    fc = shutil.which("fc-list")
+    return bool(fc and subprocess.run([fc, ":lang=zh", "family"], capture_output=True,
+                                      text=True).stdout.strip())
+
+
+def test_chinese_cells_use_the_course_font_in_jupyterlab(browser, jupyterlab):
+    """JupyterLab loads the course's custom.css (tools.lab_setup), so Chinese text has a font
+    even on a machine without a Chinese font of its own (``fc-list :lang=zh`` empty): then
+    the course's bundled font draws it. The screenshot shows a Chinese cell."""
+    base, token, _ = jupyterlab
+    offline = Offline(browser, allow_localhost=True)
+    page = offline.page()
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{base}/lab/tree/notebooks/{LESSON}.ipynb?token={token}")
+    page.wait_for_selector(".jp-MarkdownCell .jp-RenderedMarkdown", timeout=90_000)
+    assert page.locator("link[href$='custom/custom.css']").count() == 1, "custom.css not loaded"
+    cell = page.locator(".jp-MarkdownCell .jp-RenderedMarkdown p", has_text=re.compile("[\u4e00-\u9fff]{4}")).first
+    cell.scroll_into_view_if_needed()
+    page.wait_for_function("() => document.fonts.check('16px \"Course Noto Sans CJK SC\"', '中文')",
+                           timeout=30_000)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    page.wait_for_timeout(300)
+    system_font = _system_has_chinese_font()
+    page.screenshot(path=str(SHOTS / f"lab_{LESSON}_chinese{'' if system_font else '_no_system_font'}.png"))
+    offline.assert_clean()
+    cell.evaluate("el => el.id = 'course-font-probe'")
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "#course-font-probe"})["nodeId"]
+    fonts = {f["familyName"]: f["glyphCount"] for f in cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]}
+    if not system_font:
+        assert fonts.get("Course Noto Sans CJK SC", 0) > 0, f"Chinese drawn with {fonts}"
     offline.context.close()
 
 

@@ -24,10 +24,12 @@ It does two things, both idempotent, and says what it did:
   Skipped, with a message, where pyzmq has no Curve support.
 * **The course's Chinese font in JupyterLab.** On a machine without a Chinese font every
   Chinese cell would show boxes. JupyterLab 4 loads ``/custom/custom.css`` when
-  ``LabApp.custom_css`` is on; the same server configuration switches it on and serves
-  ``/custom/`` from the course's ``static/jupyterlab/custom.css`` (an ``@font-face`` for the
-  bundled Noto Sans CJK SC subset, put after JupyterLab's own fonts) and ``static/fonts/``,
-  so Chinese text uses the course's font wherever the system has no Chinese font of its own.
+  ``LabApp.custom_css`` is on (the same server configuration switches it on) and serves
+  ``/custom/`` from the user's Jupyter configuration folder (``~/.jupyter/custom/``, or
+  ``$JUPYTER_CONFIG_DIR/custom/``). The course puts its block there (the rest of the file is
+  kept): ``static/jupyterlab/custom.css``, an ``@font-face`` for the bundled Noto Sans CJK SC
+  subset (copied beside it, from ``static/fonts/``), put after JupyterLab's own fonts, so
+  Chinese text uses the course's font wherever the system has no Chinese font of its own.
 
 ``make lab`` runs it on every start, so lessons updated by ``git pull`` are trusted again.
 """
@@ -75,8 +77,6 @@ def write_lab_settings(prefix: str | pathlib.Path = sys.prefix) -> pathlib.Path:
 SERVER_CONFIG = {
     "KernelManager": {"transport_encryption": "auto"},
     "LabApp": {"custom_css": True},
-    # /custom/custom.css from static/jupyterlab/, /custom/fonts/.. from static/fonts/
-    "ServerApp": {"static_custom_path": [str(STATIC / "jupyterlab"), str(STATIC)]},
 }
 
 
@@ -106,6 +106,43 @@ def write_server_config(prefix: str | pathlib.Path = sys.prefix,
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
     return path, wanted
+
+
+CUSTOM_CSS = STATIC / "jupyterlab" / "custom.css"
+FONTS = ("NotoSansCJKsc-Regular-subset.otf", "NotoSansCJKsc-Bold-subset.otf", "OFL.txt")
+BEGIN, END = "/* normalization-course: begin */", "/* normalization-course: end */"
+
+
+def custom_dir(config_dir: str | pathlib.Path | None = None) -> pathlib.Path:
+    """The folder JupyterLab serves at ``/custom/``: ``custom/`` in the Jupyter configuration
+    folder (``jupyter --config-dir``)."""
+    if config_dir is None:
+        from jupyter_core.paths import jupyter_config_dir
+
+        config_dir = jupyter_config_dir()
+    return pathlib.Path(config_dir) / "custom"
+
+
+def write_custom_css(config_dir: str | pathlib.Path | None = None) -> pathlib.Path:
+    """Put the course's block (:data:`CUSTOM_CSS`, between :data:`BEGIN` and :data:`END`)
+    into ``custom/custom.css`` of the Jupyter configuration folder, replacing an earlier one
+    and keeping the rest of the file, and the fonts it loads into ``custom/fonts/``. Returns
+    the stylesheet's path."""
+    folder = custom_dir(config_dir)
+    (folder / "fonts").mkdir(parents=True, exist_ok=True)
+    for name in FONTS:
+        source, target = STATIC / "fonts" / name, folder / "fonts" / name
+        if not target.exists() or target.read_bytes() != source.read_bytes():
+            target.write_bytes(source.read_bytes())
+    path = folder / "custom.css"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    start = text.find(BEGIN)
+    if start >= 0:
+        end = text.find(END, start)
+        text = text[:start] + (text[end + len(END):].lstrip("\n") if end >= 0 else "")
+    block = f"{BEGIN}\n{CUSTOM_CSS.read_text(encoding='utf-8').strip()}\n{END}\n"
+    path.write_text((text.rstrip("\n") + "\n\n" if text.strip() else "") + block, encoding="utf-8")
+    return path
 
 
 def course_notebooks() -> list[pathlib.Path]:
@@ -138,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Jupyter server configuration: {json.dumps(config)} ({path})")
     if "KernelManager" not in config:
         print("  pyzmq has no CurveZMQ support here: kernel connections stay unencrypted")
+    css = write_custom_css()
+    print(f"JupyterLab custom CSS: the course's Chinese font ({css})")
     paths = course_notebooks()
     signed = trust(paths)
     print(f"trusted notebooks: {len(paths)} ({signed} newly signed)")
