@@ -13,7 +13,9 @@ an idle machine and read them as a measurement, not a promise.
 
 The outputs written back do not depend on where the repository or Python lie
 (:func:`portable_paths`): a traceback names ``../helpers/distributed.py`` and
-``<site-packages>/torch/...``, not the absolute paths of the machine that ran it.
+``<site-packages>/torch/...``, not the absolute paths of the machine that ran it. They hold
+no widget views and no widget state (:func:`saved_without_widgets`): an explorer is saved as
+its starting figure and one line of text, and becomes a widget when its cell is run.
 """
 
 from __future__ import annotations
@@ -81,6 +83,24 @@ def portable_paths(nb, notebook_dir: pathlib.Path, root: pathlib.Path | None = N
     return changed
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def saved_without_widgets(nb) -> int:
+    """Drop the widget views from ``nb``'s outputs and its saved widget state (returns how many
+    views were dropped). An explorer's output keeps its PNG and its one-line text: opened
+    before it is run, a lesson shows the starting figure once and says that the explorer
+    needs a running kernel, instead of a copy of the widget with a slider that moves nothing
+    (JupyterLab draws a saved widget view from the saved state, marked disconnected)."""
+    nb.metadata.pop("widgets", None)
+    dropped = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("data", {}).pop(WIDGET_VIEW, None) is not None:
+                dropped += 1
+    return dropped
+
+
 def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> float:
     """Run every cell of ``path`` in a fresh kernel (cwd = the notebook's folder) and return
     the wall time in seconds. With ``in_place``, write the executed notebook back."""
@@ -90,7 +110,9 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
                                  "language": "python"}
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    # no widget state: a saved widget view would be drawn, disconnected, before the lesson
+    # is run (see saved_without_widgets)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
@@ -99,6 +121,7 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
         for cell in nb.cells:  # keep the committed files free of run-specific metadata
             cell.metadata.pop("execution", None)
         portable_paths(nb, path.parent)
+        saved_without_widgets(nb)
         nbformat.write(nb, path)
     return elapsed
 
