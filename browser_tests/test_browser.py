@@ -1,7 +1,8 @@
 """Real-browser checks (``make test-browser``): headless Chromium, driven by Playwright.
 
-1. JupyterLab on localhost: open a lesson, run all cells from the Run menu, and check that
-   every code cell ran, that only cells tagged ``raises-exception`` show an error, that the
+1. JupyterLab on localhost: open a lesson, check that each explorer shows its starting
+   figure once before it is run (no saved copy of the widget), run all cells from the Run
+   menu, and check that every code cell ran, that only cells tagged ``raises-exception`` show an error, that the
    figures and the typeset math appear, and that an explorer's slider redraws its figure.
    The kernel starts without ipykernel's "susceptible to eavesdropping" warning (the server
    configuration of tools.lab_setup), and Chinese text is drawn in the course's bundled font
@@ -199,8 +200,8 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
     code = _code_cells(nb)
     must_raise = [i for i, c in enumerate(code) if "raises-exception" in c["metadata"].get("tags", [])]
     committed_pngs = sum(1 for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-    explorers = [i for i, c in enumerate(code) for o in c.get("outputs", [])
-                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    explorers = [i for i, c in enumerate(code)
+                 if re.search(r"\b\w+_explorer\(", "".join(c["source"]))]
 
     offline = Offline(browser, allow_localhost=True)
     page = offline.page()
@@ -212,6 +213,20 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
     finally:
         page.screenshot(path=str(SHOTS / f"lab_{LESSON}_opened.png"))
     _wait_kernel_idle(page, 120)
+
+    # before it is run, an explorer shows its starting figure once (or, where the cell above
+    # holds the figure, its one line of text), not a copy of the widget with a slider that
+    # moves nothing and "disconnected" marks
+    page.wait_for_timeout(3000)  # time for JupyterLab to draw any saved widget
+    for n, i in enumerate(explorers):
+        cell = cells.nth(i)
+        cell.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"lab_{LESSON}_explorer_before_run_{n}.png"))
+        pictures = cell.locator(".jp-OutputArea-output img").count()
+        widgets = cell.locator(".jupyter-widgets, .widget-slider, .jupyter-widgets-disconnected").count()
+        assert widgets == 0 and pictures <= 1, (
+            f"explorer cell {i} before it is run: {pictures} pictures, {widgets} widget parts")
+        assert pictures == 1 or "needs a running kernel" in cell.locator(".jp-OutputArea").inner_text()
 
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
@@ -260,6 +275,8 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
         cell = cells.nth(explorers[0])
         widget_img = cell.locator(".jupyter-widgets img").first
         widget_img.wait_for(timeout=30_000)
+        # run, it shows its figure once: inside the widget
+        assert cell.locator(".jp-OutputArea-output img").count() == 1
         before = widget_img.get_attribute("src")
         handle = cell.locator(".widget-slider .noUi-handle, .widget-slider input").first
         handle.focus()
