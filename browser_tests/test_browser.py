@@ -128,6 +128,13 @@ def jupyterlab(tmp_path_factory):
     root = tmp / "course"
     (root / "notebooks").mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / f"{LESSON}.ipynb", root / "notebooks")
+    # trusted, as tools.lab_setup makes the lessons (a trusted notebook draws saved widgets)
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    (tmp / "data").mkdir()
+    lesson_copy = root / "notebooks" / f"{LESSON}.ipynb"
+    NotebookNotary(data_dir=str(tmp / "data")).sign(nbformat.read(lesson_copy, as_version=4))
     shutil.copytree(ROOT / "images", root / "images")
     english = BUILD / "en" / f"{LESSON}.ipynb"  # the single-language copy, for RISE
     if not english.exists():
@@ -160,7 +167,7 @@ def jupyterlab(tmp_path_factory):
         cmd.append("--allow-root")
     log = open(tmp / "jupyterlab.log", "w")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "JUPYTER_CONFIG_DIR": str(tmp / "config"),
+           "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_DATA_DIR": str(tmp / "data"),
            "JUPYTER_CONFIG_PATH": os.pathsep.join([str(config_path.parent),
                                                    os.environ.get("JUPYTER_CONFIG_PATH", "")])}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)

@@ -17,8 +17,8 @@ units (the 960 × 700 slide, whatever the window's scale):
 
 Every slide is measured when it has settled: after the deck's math is typeset
 (``window.courseTypeset``, set by the course's MathJax configuration, then MathJax's queue),
-its pictures are decoded, its fonts loaded, and nothing in it has changed for
-``QUIET_MS``. The HTML edition (``build/html``) is checked too (:func:`measure_html`): every
+its pictures are decoded, its fonts loaded, and (in the first window, where growth is
+looked for) nothing in it has changed for ``QUIET_MS``. The HTML edition (``build/html``) is checked too (:func:`measure_html`): every
 formula in a table cell is whole (not broken across lines) and no table reaches past the
 window or is cut off.
 
@@ -49,7 +49,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-dev-shm-usage"]
 TOLERANCE_PX = 1  # rounding of the scaled layout
-QUIET_MS = 80  # a slide has settled when nothing in it has changed for this long
+QUIET_MS = 50  # a slide has settled when nothing in it has changed for this long
 SETTLE_MAX_MS = 10_000
 
 # A formula broken into lines by MathJax 2's automatic line breaking: its output holds a
@@ -117,7 +117,7 @@ async ([tol, quietMs, settleMax]) => {
     await mathIdle();
     await Promise.all([...s.querySelectorAll('img')].map(i => i.decode().catch(() => null)));
     await document.fonts.ready;
-    await quiet(s, quietMs, settleMax);
+    if (quietMs > 0) await quiet(s, quietMs, settleMax);
     s.style.removeProperty('height');
     s.style.removeProperty('overflow-y');
     s.style.removeProperty('margin-top');
@@ -172,7 +172,7 @@ async ([tol, quietMs, settleMax]) => {
                        px: Math.round(m.getBoundingClientRect().height / scale)});
       }
     }
-    if (height - shown > tol) {
+    if (quietMs > 0 && height - shown > tol) {
       problems.push({what: 'grows after it is shown', tag: 'section', cell: '',
                      px: Math.round(height - shown), from: Math.round(shown),
                      height: Math.round(height)});
@@ -274,16 +274,20 @@ def wait_typeset(page) -> None:
     }""")
 
 
-def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int]) -> DeckReport:
-    """Measure every slide of the deck at ``path`` (opened here in ``page``)."""
+def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int],
+                 growth: bool = True) -> DeckReport:
+    """Measure every slide of the deck at ``path`` (opened here in ``page``); with
+    ``growth``, wait until each slide has settled and report one that grew after it was shown."""
     open_deck(page, path)
-    result = page.evaluate(MEASURE_JS, [TOLERANCE_PX, QUIET_MS, SETTLE_MAX_MS])
+    result = page.evaluate(MEASURE_JS, [TOLERANCE_PX, QUIET_MS if growth else 0, SETTLE_MAX_MS])
     return DeckReport(lang, path.name.removesuffix(".slides.html"), window,
                       (result["width"], result["height"]), result["slides"])
 
 
 def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None) -> list[DeckReport]:
-    """One page per window size; every deck loaded once in it. ``log`` gets each summary."""
+    """One page per window size; every deck loaded once in it. ``log`` gets each summary.
+    Slides that grow after they are shown are looked for in the first window only (a slide's
+    growth does not depend on the window; waiting for each slide to settle takes time)."""
     reports = []
     for window in windows:
         context = browser.new_context(viewport={"width": window[0], "height": window[1]},
@@ -293,7 +297,7 @@ def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log
             ("file://", "data:", "blob:")) else r.abort())
         page = context.new_page()
         for lang, path in decks:
-            report = measure_page(page, lang, path, window)
+            report = measure_page(page, lang, path, window, growth=window == windows[0])
             reports.append(report)
             if log:
                 log(report.summary())
