@@ -158,8 +158,8 @@ $(BROWSER_STAMP): requirements-browser.txt $(STAMP)
 	touch $(BROWSER_STAMP)
 
 test-browser: $(BROWSER_STAMP)
-	$(PY) -m tools.export notebooks html --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
-	$(PY) -m tools.export slides
+	$(PY) -m tools.export notebooks --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
+	$(PY) -m tools.export html slides
 	BROWSER_LESSON=$(or $(BROWSER_LESSON),03_instance_and_group_norm) \
 		$(PY) -m pytest -v browser_tests
 	@echo "screenshots: build/browser/"
