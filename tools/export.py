@@ -35,8 +35,7 @@ import time
 
 import nbformat
 
-from .course import BUILD, IMAGES, NOTEBOOKS, ROOT, STATIC
-from .course import lessons as course_lessons
+from .course import BUILD, IMAGES, NOTEBOOKS, ROOT, STATIC, lesson_paths
 from .slides import OUTPUT_ONLY_TAG, SLIDE_SIZE, split_for_slides
 
 TEMPLATES = STATIC / "templates"
@@ -77,22 +76,6 @@ def _log(msg: str) -> None:
 
 
 # ---------------------------------------------------------------- single-language notebooks
-
-def lesson_paths(names: list[str] | None = None) -> list[pathlib.Path]:
-    """The lesson notebooks ``notebooks/NN_*.ipynb`` in order; ``names`` selects by prefix
-    ("01", "02_layer_norm") and raises ``ValueError`` for a name that matches no lesson."""
-    paths = course_lessons()
-    if not names:
-        return paths
-    chosen = []
-    for name in names:
-        hits = [p for p in paths if p.stem.startswith(name.removesuffix(".ipynb"))]
-        if not hits:
-            raise ValueError(f"no lesson matches {name!r}; lessons: "
-                             + ", ".join(p.stem for p in paths))
-        chosen += [p for p in hits if p not in chosen]
-    return chosen
-
 
 def _check_lang(lang: str) -> None:
     if lang not in LANG_TAGS:

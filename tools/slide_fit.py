@@ -40,7 +40,7 @@ import os
 import pathlib
 import sys
 
-from .course import BUILD
+from .course import BUILD, lesson_paths
 
 WINDOWS = ((1280, 720), (1920, 1080))
 LANGS = ("en", "zh")
@@ -246,11 +246,13 @@ class DeckReport:
 
 def deck_paths(langs=LANGS, lessons: list[str] | None = None,
                root: pathlib.Path = BUILD / "slides") -> list[tuple[str, pathlib.Path]]:
-    """``(lang, path)`` of every exported deck of ``langs`` (lessons chosen by prefix)."""
+    """``(lang, path)`` of every exported deck of ``langs`` (lessons chosen as
+    :func:`tools.course.lesson_paths` reads their names: 1, 01, 01_batch_norm)."""
+    chosen = {p.stem for p in lesson_paths(lessons)} if lessons else None
     found = []
     for lang in langs:
         for path in sorted((root / lang).glob("[0-9][0-9]_*.slides.html")):
-            if not lessons or any(path.name.startswith(p) for p in lessons):
+            if chosen is None or path.name.removesuffix(".slides.html") in chosen:
                 found.append((lang, path))
     return found
 
@@ -347,10 +349,12 @@ HTML_JS = """
 
 def page_paths(langs=LANGS, lessons: list[str] | None = None,
                root: pathlib.Path = BUILD / "html") -> list[tuple[str, pathlib.Path]]:
-    """``(lang, path)`` of every exported page of the HTML edition (lessons chosen by prefix)."""
+    """``(lang, path)`` of every exported page of the HTML edition (lessons chosen as
+    :func:`tools.course.lesson_paths` reads their names)."""
+    chosen = {p.stem for p in lesson_paths(lessons)} if lessons else None
     return [(lang, path) for lang in langs
             for path in sorted((root / lang).glob("[0-9][0-9]_*.html"))
-            if not lessons or any(path.name.startswith(p) for p in lessons)]
+            if chosen is None or path.name.removesuffix(".html") in chosen]
 
 
 def measure_html(browser, pages: list[tuple[str, pathlib.Path]], window=WINDOWS[0],
@@ -397,7 +401,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the folder that make export wrote (default build/html; its pages "
                              "are checked when it exists)")
     args = parser.parse_args(argv)
-    decks = deck_paths(args.lang, args.lessons, args.slides)
+    try:
+        decks = deck_paths(args.lang, args.lessons, args.slides)
+    except ValueError as error:
+        parser.error(str(error))
     if not decks:
         print(f"no decks under {args.slides}: run make slides first", file=sys.stderr)
         return 2
