@@ -19,13 +19,16 @@ Experiments (lesson, section: before -> now):
 Every "now" includes starting its worker processes (as the first grid of a lesson does; the
 lessons start them early, in their first cell, so there it is partly hidden). Wall times
 depend on what else the machine is doing: the load average is printed before and after; run
-it on a quiet machine for numbers to quote. The "same numbers" column compares every result
-bit for bit."""
+it on a quiet machine for numbers to quote (on a busy one the second core is not free, and the
+workers gain little). The CPU time of every process (this one and its workers) shows what the
+stacking saves; two workers add the cost of starting them and save only wall time. The "same
+numbers" column compares every result bit for bit. (Unix only: CPU times from getrusage.)"""
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -100,6 +103,21 @@ def deepnorm_runs():
     return _reversal(runs, config)
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _timed(fn):
+    """(wall seconds, CPU seconds of every process, result) of ``fn()``, the worker processes
+    it starts included (they are stopped before the clocks are read)."""
+    start, cpu = time.perf_counter(), _cpu()
+    result = fn()
+    _fresh_pools()
+    return time.perf_counter() - start, _cpu() - cpu, result
+
+
 EXPERIMENTS = {"mlp_grid": mlp_grid, "cnn_grid": cnn_grid, "warmup_runs": warmup_runs,
                "deepnorm_runs": deepnorm_runs}
 
@@ -107,31 +125,29 @@ EXPERIMENTS = {"mlp_grid": mlp_grid, "cnn_grid": cnn_grid, "warmup_runs": warmup
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("names", nargs="*", choices=[[], *EXPERIMENTS], default=[],
-                        help="experiments to time (default: all)")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"experiments to time: {', '.join(EXPERIMENTS)} (default: all)")
     args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
     torch.set_num_threads(1)  # as in the lessons
     experiments.digits(torch.float64)  # the data set's first load is not the experiment's
     print(f"cpus: {os.cpu_count()}, torch {torch.__version__}, "
           f"{torch.backends.cpu.get_cpu_capability()} code path, load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'experiment':<16}{'before':>10}{'now':>10}{'ratio':>8}   same numbers")
+    print(f"{'':<16}{'wall time':^26}   {'CPU time (all processes)':^26}")
+    print(f"{'experiment':<16}{'before':>9}{'now':>9}{'ratio':>8}   {'before':>9}{'now':>9}{'ratio':>8}"
+          f"   same numbers")
     failed = False
+    _fresh_pools()
     for name in args.names or EXPERIMENTS:
-        before, after = EXPERIMENTS[name]()
-        _fresh_pools()
-        start = time.perf_counter()
-        old = before()
-        t_old = time.perf_counter() - start
-        _fresh_pools()
-        start = time.perf_counter()
-        new = after()
-        t_new = time.perf_counter() - start
+        (t_old, c_old, old), (t_new, c_new, new) = (_timed(f) for f in EXPERIMENTS[name]())
         same = old == new
         failed |= not same
-        print(f"{name:<16}{t_old:>8.1f} s{t_new:>8.1f} s{t_old / t_new:>7.2f}x   "
-              f"{'yes' if same else 'NO'}", flush=True)
-    _fresh_pools()
+        print(f"{name:<16}{t_old:>7.1f} s{t_new:>7.1f} s{t_old / t_new:>7.2f}x   "
+              f"{c_old:>7.1f} s{c_new:>7.1f} s{c_old / c_new:>7.2f}x   {'yes' if same else 'NO'}",
+              flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 1 if failed else 0
 
