@@ -9,6 +9,11 @@ r"""Small, fast experiments shared by the lessons.
   BatchNorm against GroupNorm across batch sizes on the digits (Wu & He 2018, Table 2), for
   the BatchNorm lesson. ``python -m helpers.experiments`` runs the full grid (5 batch sizes,
   3 seeds), prints its table and writes it to ``results/`` (:mod:`helpers.results`).
+  ``train_small_cnns`` trains the runs of one batch size as one stacked network, bit for bit
+  the separate runs.
+- ``lr_gain_grid``: lesson 01's learning rates x initial gains, with and without BatchNorm.
+- ``worker_pool`` + ``run_jobs``: the lessons' runs in worker processes (one thread each),
+  kept for the session.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ and plot them; each lesson also runs a few of the same runs itself.
 - :func:`deepnorm_grid` (lesson 06, section 6): at 12 layers, Post-LN, Pre-LN, DeepNorm and
   its two halves, alpha only (beta = 1) and beta only (alpha = 1), over seeds, the settings of
   lesson 06 otherwise.
+- :func:`reversal_runs`: the few runs that lessons 05 and 06 train themselves, two at a time
+  in worker processes, bit for bit the lessons' loops.
 
 Command line (120 and 48 runs, about 7 and 2 minutes of one core's time; ``ATEN_CPU_CAPABILITY=default`` in front
 runs them on the scalar CPU path)::
