@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import time
 from dataclasses import dataclass
 
@@ -101,12 +102,18 @@ def deep_mlp(depth: int = 20, width: int = 256, in_features: int = 64, num_class
     return nn.Sequential(*layers, head)
 
 
+@functools.lru_cache(maxsize=1)
+def _digits64() -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`digits` in float64, loaded once per process (a worker runs many jobs)."""
+    return digits(torch.float64)
+
+
 def _lr_gain_run(job: tuple) -> float:
     """One run of :func:`lr_gain_grid` (top level, so a worker process can unpickle it)."""
     from .training import train_classifier
 
     norm, gain, lr, seed, depth, width, steps = job
-    x, y = digits(torch.float64)
+    x, y = _digits64()
     with one_thread():
         model = deep_mlp(depth=depth, width=width, gain=gain, norm=norm, seed=seed)
         return train_classifier(model, x, y, lr=lr, steps=steps, seed=seed)["loss"]
