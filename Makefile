@@ -91,16 +91,29 @@ restore: $(STAMP)
 	@[ -n "$(LESSON)" ] || { echo "name the lesson: make restore LESSON=1 (or 01, or 01_batch_norm; EDITION=zh for build/zh; LESSON=all for every lesson)" >&2; exit 1; }
 	$(PY) -m tools.restore $(if $(filter all,$(LESSON)),--all,$(LESSON)) --edition $(EDITION)
 
+# The lessons in the order pytest-xdist should hand them out: the longest first (make bench),
+# then every other lesson, then the unit tests, so that no long lesson is left to run alone on
+# one worker at the end. --no-loadscope-reorder keeps that order (by default xdist sorts the
+# modules by their number of tests, which puts the lessons with few, slow cells last).
+LONGEST_LESSONS := 11_weight_normalization 09_norms_in_todays_transformers 10_batch_norm_in_practice \
+	01_batch_norm 05_pre_and_post_ln 06_deep_norm 07_cost_of_normalization 08_sync_batch_norm \
+	00_introduction
+ALL_LESSONS := $(shell find notebooks -name '*.ipynb' -not -path '*/.*' | sort)
+LONGEST_FILES := $(filter $(foreach n,$(LONGEST_LESSONS),notebooks/$(n).ipynb),$(ALL_LESSONS))
+ORDERED_LESSONS := $(foreach n,$(LONGEST_LESSONS),$(filter notebooks/$(n).ipynb,$(ALL_LESSONS))) \
+	$(filter-out $(LONGEST_FILES),$(ALL_LESSONS))
+XDIST := -n $(JOBS) --dist loadscope --no-loadscope-reorder
+
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadscope --nbval --nbval-current-env \
-		--nbval-sanitize-with nbval_sanitize.cfg tests notebooks
+	$(PY) -m pytest $(XDIST) --nbval --nbval-current-env \
+		--nbval-sanitize-with nbval_sanitize.cfg $(ORDERED_LESSONS) tests
 
 # strict nbval over every lesson with torch's CPU kernels forced onto another code path
 # (default: the scalar one; CPU_PATH=avx2 for AVX2): the outputs must not depend on the CPU
 CPU_PATH ?= default
 test-cpu-path: $(STAMP)
-	ATEN_CPU_CAPABILITY=$(CPU_PATH) $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval \
-		--nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg notebooks
+	ATEN_CPU_CAPABILITY=$(CPU_PATH) $(PY) -m pytest $(XDIST) --nbval \
+		--nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg $(ORDERED_LESSONS)
 
 # every checker and drill on tests/grader_bank: wrong rejected, right diagnosis, right accepted
 # (fails below 100 % rejected or accepted; tests/test_grader_audit.py runs it in make test)
@@ -147,8 +160,10 @@ slides: $(STAMP)
 	$(PY) -m tools.export slides $(EXPORT_ARGS)
 
 # the editions keep the bilingual notebooks' code cells and outputs exactly (checked cell by
-# cell), so the strict nbval run of `make test` covers them without executing them again
-test-exports: export
+# cell), so the strict nbval run of `make test` covers them without executing them again.
+# EXPORTED=1: the editions are already built (by make export), check them without building
+# them again (CI)
+test-exports: $(if $(EXPORTED),$(STAMP),export)
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_editions.py
 
 # headless Debian Chromium (CHROMIUM=/path to use another), driven by Playwright's Python package
@@ -157,9 +172,11 @@ $(BROWSER_STAMP): requirements-browser.txt $(STAMP)
 	$(PY) -m pip install --disable-pip-version-check --no-input -r requirements-browser.txt
 	touch $(BROWSER_STAMP)
 
+# EXPORTED=1: the HTML edition and the slides are already built (make export slides), test
+# those instead of building them again (CI)
 test-browser: $(BROWSER_STAMP)
-	$(PY) -m tools.export notebooks --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
-	$(PY) -m tools.export html slides
+	$(if $(EXPORTED),,$(PY) -m tools.export notebooks --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm))
+	$(if $(EXPORTED),,$(PY) -m tools.export html slides)
 	BROWSER_LESSON=$(or $(BROWSER_LESSON),03_instance_and_group_norm) \
 		$(PY) -m pytest -v browser_tests
 	@echo "screenshots: build/browser/"

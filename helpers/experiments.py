@@ -9,12 +9,18 @@ r"""Small, fast experiments shared by the lessons.
   BatchNorm against GroupNorm across batch sizes on the digits (Wu & He 2018, Table 2), for
   the BatchNorm lesson. ``python -m helpers.experiments`` runs the full grid (5 batch sizes,
   3 seeds), prints its table and writes it to ``results/`` (:mod:`helpers.results`).
+  ``train_small_cnns`` trains the runs of one batch size as one stacked network, bit for bit
+  the separate runs.
+- ``lr_gain_grid``: lesson 01's learning rates x initial gains, with and without BatchNorm.
+- ``worker_pool`` + ``run_jobs``: the lessons' runs in worker processes (one thread each),
+  kept for the session.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import time
 from dataclasses import dataclass
 
@@ -26,8 +32,9 @@ from . import norms
 __all__ = ["digits", "digit_images", "deep_mlp", "LayerStats", "layer_statistics",
            "INVARIANCES", "invariance_differences",
            "small_cnn", "values_per_statistic", "digits_split_indices", "digits_split",
-           "train_small_cnn", "train_and_evaluate", "batch_size_grid", "grid_table",
-           "statistic_noise", "WU_HE_TABLE2", "one_thread", "run_jobs"]
+           "train_small_cnn", "train_small_cnns", "train_and_evaluate", "batch_size_grid", "grid_table",
+           "statistic_noise", "WU_HE_TABLE2", "one_thread", "run_jobs", "worker_pool",
+           "lr_gain_grid"]
 
 SATURATION = 0.97  # |tanh| above this counts as saturated (gradient factor 1 - t^2 < 0.06)
 
@@ -93,6 +100,50 @@ def deep_mlp(depth: int = 20, width: int = 256, in_features: int = 64, num_class
                           / fan_in ** 0.5)
         head.bias.zero_()
     return nn.Sequential(*layers, head)
+
+
+@functools.lru_cache(maxsize=1)
+def _digits64() -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`digits` in float64, loaded once per process (a worker runs many jobs)."""
+    return digits(torch.float64)
+
+
+def _lr_gain_run(job: tuple) -> float:
+    """One run of :func:`lr_gain_grid` (top level, so a worker process can unpickle it)."""
+    from .training import train_classifier
+
+    norm, gain, lr, seed, depth, width, steps = job
+    x, y = _digits64()
+    with one_thread():
+        model = deep_mlp(depth=depth, width=width, gain=gain, norm=norm, seed=seed)
+        return train_classifier(model, x, y, lr=lr, steps=steps, seed=seed)["loss"]
+
+
+def lr_gain_grid(norms=(None, "batch"), gains=(1.0, 3.0), lrs=(0.03, 0.3, 1.0), seeds=(0, 1),
+                 depth: int = 8, width: int = 64, steps: int = 100,
+                 workers: int = 1) -> dict[tuple, list[float]]:
+    """Final training loss of :func:`helpers.training.train_classifier` (SGD with momentum
+    0.9, ``steps`` minibatches of 64) for :func:`deep_mlp` (``depth``, ``width``, ``gain``,
+    ``norm``, ``seed``) on all 1797 digits in float64, for every (norm, gain, lr) and seed:
+    ``{(norm, gain, lr): [loss of each seed]}`` (``inf`` for a run that diverged). Every
+    run uses one thread and its own seeds, so ``workers`` (processes, :func:`run_jobs`)
+    changes the time, not the numbers.
+
+    Lesson 01."""
+    from itertools import product
+
+    # BatchNorm's runs first: they take longest
+    keys = sorted(product(norms, gains, lrs), key=lambda k: k[0] is None)
+    jobs = [(n, g, lr, s, depth, width, steps) for n, g, lr in keys for s in seeds]
+    found = {}
+    run_jobs(_lr_gain_run_keyed, jobs, workers, lambda kv: found.__setitem__(*kv))
+    return {(n, g, lr): [found[n, g, lr, s, depth, width, steps] for s in seeds]
+            for n, g, lr in product(norms, gains, lrs)}
+
+
+def _lr_gain_run_keyed(job: tuple) -> tuple:
+    """``(job, loss)`` of :func:`_lr_gain_run` (top level, for worker processes)."""
+    return job, _lr_gain_run(job)
 
 
 @dataclass
@@ -437,6 +488,173 @@ def train_small_cnn(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
     return model, total / steps
 
 
+# --------------------------------------------------------------------------------------
+# Many runs of small_cnn trained as one stacked model (same batch size, any norms and seeds)
+# --------------------------------------------------------------------------------------
+def _norm_segments(norm_list: list[str]) -> list[tuple[str, int, int]]:
+    """Consecutive runs with the same norm: (norm, first run, end run)."""
+    segments = []
+    for r, n in enumerate(norm_list):
+        if segments and segments[-1][0] == n:
+            segments[-1] = (n, segments[-1][1], r + 1)
+        else:
+            segments.append((n, r, r + 1))
+    return segments
+
+
+class _StackedSmallCNN(nn.Module):
+    r"""R copies of :func:`small_cnn` (one per run, each with its own weights, norm and
+    statistics) computed as one network: run r's channels are the r-th block of every
+    layer's channels, each convolution is a grouped convolution (``groups=R``, so no run sees
+    another's channels), the two Linear layers are batched matrix products over the run
+    dimension, BatchNorm normalises each channel over the batch of its own run, and GroupNorm
+    with :math:`4R` groups over :math:`R` blocks of channels is each run's GroupNorm with 4.
+
+    Input (B, R, 8, 8): image r of a sample is run r's. Output (B, R, 10). The function is
+    run by run the one of the R separate models (``tests/test_batchsize.py`` checks it against
+    them); the training loop drives all R with one Python step instead of R."""
+
+    def __init__(self, models: list[nn.Sequential], norm_list: list[str]) -> None:
+        super().__init__()
+        if any(n not in ("batch", "group") for n in norm_list):
+            raise ValueError(f"stacked training takes norms 'batch' and 'group', got {norm_list}")
+        self.runs = len(models)
+        self.segments = _norm_segments(norm_list)
+        cat = lambda ts: nn.Parameter(torch.cat([t.detach() for t in ts]).clone())
+        self.conv1 = cat([m[0].weight for m in models])          # (R*w, 1, 3, 3)
+        self.conv2 = cat([m[3].weight for m in models])          # (R*2w, w, 3, 3)
+        self.fc = nn.Parameter(torch.stack([m[8].weight.detach() for m in models]).clone())
+        self.head_w = nn.Parameter(torch.stack([m[11].weight.detach() for m in models]).clone())
+        self.head_b = nn.Parameter(torch.stack([m[11].bias.detach() for m in models]).clone())
+        self.norm_w, self.norm_b = nn.ParameterList(), nn.ParameterList()
+        self.stats = []  # per norm layer and BatchNorm segment: [running_mean, running_var]
+        for layer in (1, 4, 9):
+            for n, a, b in self.segments:
+                self.norm_w.append(cat([models[r][layer].weight for r in range(a, b)]))
+                self.norm_b.append(cat([models[r][layer].bias for r in range(a, b)]))
+                if n == "batch":
+                    self.stats.append([torch.cat([models[r][layer].running_mean for r in range(a, b)]),
+                                       torch.cat([models[r][layer].running_var for r in range(a, b)])])
+                else:
+                    self.stats.append(None)
+        self.momentum, self.eps = 0.1, 1e-5  # torch's BatchNorm2d/1d and GroupNorm defaults
+        for m in models:
+            for layer in (1, 4, 9):
+                if getattr(m[layer], "momentum", self.momentum) != self.momentum or m[layer].eps != self.eps:
+                    raise ValueError("stacked training expects torch's default momentum and eps")
+
+    def _norm(self, x: torch.Tensor, layer: int) -> torch.Tensor:
+        channels = x.shape[1] // self.runs
+        parts = []
+        for k, (n, a, b) in enumerate(self.segments):
+            i = layer * len(self.segments) + k
+            z = x if len(self.segments) == 1 else x[:, a * channels:b * channels]
+            if n == "batch":  # (a contiguous block: the same sums as the separate model's)
+                z = z.contiguous()
+                mean, var = self.stats[i]
+                out = nn.functional.batch_norm(z, mean, var, self.norm_w[i], self.norm_b[i],
+                                               True, self.momentum, self.eps)
+                if len(self.segments) > 1 and out.requires_grad:  # its gradient contiguous too
+                    out.register_hook(lambda g: g.contiguous())
+                parts.append(out)
+            else:
+                parts.append(nn.functional.group_norm(z, GROUPS * (b - a), self.norm_w[i],
+                                                      self.norm_b[i], self.eps))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        R, B = self.runs, x.shape[0]
+        f = nn.functional
+        h = f.relu(self._norm(f.conv2d(x, self.conv1, padding=1, groups=R), 0))
+        h = f.relu(self._norm(f.conv2d(h, self.conv2, stride=2, padding=1, groups=R), 1))
+        h = f.adaptive_avg_pool2d(h, 1).flatten(1)                         # (B, R*2w)
+        # the Linear layers run by run (the same matrix products as the separate models)
+        h = torch.cat([f.linear(z, w) for z, w in zip(h.view(B, R, -1).unbind(1), self.fc)], 1)
+        h = f.relu(self._norm(h, 2))                                        # (B, R*2w)
+        return torch.stack([f.linear(z, w, b) for z, w, b in
+                            zip(h.view(B, R, -1).unbind(1), self.head_w, self.head_b)], 1)
+
+    def unstack(self, models: list[nn.Sequential], steps: int) -> None:
+        """Copy the trained weights and running statistics back into the R models."""
+        with torch.no_grad():
+            for r, m in enumerate(models):
+                m[0].weight.copy_(self.conv1.chunk(self.runs)[r])
+                m[3].weight.copy_(self.conv2.chunk(self.runs)[r])
+                m[8].weight.copy_(self.fc[r])
+                m[11].weight.copy_(self.head_w[r])
+                m[11].bias.copy_(self.head_b[r])
+            for layer_k, layer in enumerate((1, 4, 9)):
+                for k, (n, a, b) in enumerate(self.segments):
+                    i = layer_k * len(self.segments) + k
+                    for j, r in enumerate(range(a, b)):
+                        norm = models[r][layer]
+                        norm.weight.copy_(self.norm_w[i].chunk(b - a)[j])
+                        norm.bias.copy_(self.norm_b[i].chunk(b - a)[j])
+                        if n == "batch":
+                            norm.running_mean.copy_(self.stats[i][0].chunk(b - a)[j])
+                            norm.running_var.copy_(self.stats[i][1].chunk(b - a)[j])
+                            norm.num_batches_tracked.fill_(steps)
+
+
+def train_small_cnns(runs: list[tuple[str, int]], batch_size: int, epochs: int = 6,
+                     base_lr: float = 0.1, data: tuple | None = None,
+                     dtype: torch.dtype = torch.float64) -> list[tuple[nn.Module, float]]:
+    r""":func:`train_small_cnn` for several ``(norm, seed)`` runs at one ``batch_size``
+    (norms ``"batch"`` and ``"group"``, ``impl="torch"``), trained together as one stacked
+    network (:class:`_StackedSmallCNN`): every run keeps its own initialisation
+    (``small_cnn(norm, seed)``), its own shuffling (a generator seeded with its seed), its own
+    BatchNorm statistics and its own momentum buffers, and the same SGD, learning rate and
+    cosine schedule as :func:`train_small_cnn`; the summed loss
+    :math:`\sum_r L_r` gives each run exactly the gradient of its own loss. One Python step
+    trains all runs, which is what costs time with a model this small. The arithmetic is
+    grouped differently (grouped convolutions, batched matrix products), so the results agree
+    with :func:`train_small_cnn` to rounding, not bit for bit; over thousands of steps a
+    chaotic run (batch 2) can end elsewhere. Returns ``[(model, final_train_loss), ...]`` in
+    the order of ``runs``, models in training mode.
+
+    Lesson 01."""
+    if batch_size < 2:
+        raise ValueError(f"batch_size must be at least 2 (BatchNorm needs two values per "
+                         f"channel in training), got {batch_size}")
+    if not runs:
+        raise ValueError("no runs")
+    order = sorted(range(len(runs)), key=lambda i: runs[i][0] != "batch")  # BatchNorm first
+    norm_list = [runs[i][0] for i in order]
+    seeds = [runs[i][1] for i in order]
+    x_train, y_train = (digits_split() if data is None else data)[:2]
+    x_train = x_train.to(dtype)
+    models = [small_cnn(n, seed=s, impl="torch").to(dtype) for n, s in zip(norm_list, seeds)]
+    net = _StackedSmallCNN(models, norm_list)
+    steps = len(x_train) // batch_size  # drop_last=True
+    opt = torch.optim.SGD(net.parameters(), lr=base_lr * batch_size / 32, momentum=0.9,
+                          foreach=True)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * steps)
+    gens = {s: torch.Generator().manual_seed(s) for s in dict.fromkeys(seeds)}
+    images = x_train[:, 0]  # (N, 8, 8)
+    with one_thread():
+        for _ in range(epochs):
+            perms = {s: torch.randperm(len(x_train), generator=g) for s, g in gens.items()}
+            perm = torch.stack([perms[s] for s in seeds], 1)  # (N, R)
+            total = torch.zeros(len(seeds), dtype=dtype)
+            for i in range(steps):
+                idx = perm[i * batch_size:(i + 1) * batch_size]  # (B, R)
+                logits = net(images[idx])                         # (B, R, 10)
+                labels = y_train[idx]
+                losses = torch.stack([nn.functional.cross_entropy(logits[:, r], labels[:, r])
+                                      for r in range(len(seeds))])
+                opt.zero_grad()
+                losses.sum().backward()
+                opt.step()
+                schedule.step()
+                total += losses.detach()
+    net.unstack(models, epochs * steps)
+    final = (total / steps).tolist()
+    out = [None] * len(runs)
+    for k, i in enumerate(order):
+        out[i] = (models[k].train(), final[k])
+    return out
+
+
 def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 6,
                        base_lr: float = 0.1, data: tuple | None = None,
                        impl: str = "torch",
@@ -453,9 +671,15 @@ def train_and_evaluate(norm: str, batch_size: int, seed: int = 0, epochs: int = 
     GroupNorm and ``"none"`` have no batch statistics: the three errors coincide.
     """
     data = digits_split() if data is None else data
-    x_train, _, x_test, y_test = (t.to(dtype) if t.is_floating_point() else t for t in data)
     model, final_loss = train_small_cnn(norm, batch_size, seed, epochs, base_lr, data, impl,
                                         dtype)
+    return _evaluate_small_cnn(model, final_loss, batch_size, data, dtype)
+
+
+def _evaluate_small_cnn(model: nn.Module, final_loss: float, batch_size: int, data: tuple,
+                        dtype: torch.dtype) -> dict[str, float]:
+    """The three test errors of :func:`train_and_evaluate` for a trained ``model``."""
+    x_train, _, x_test, y_test = (t.to(dtype) if t.is_floating_point() else t for t in data)
     everything = len(x_test)  # in eval mode the batching does not matter: one pass
     with one_thread():
         return {
@@ -476,21 +700,47 @@ def _grid_run(job: tuple) -> dict:
             "seconds": time.perf_counter() - start}
 
 
+def _stacked_grid_job(job: tuple) -> list[dict]:
+    """Every (norm, seed) run of :func:`batch_size_grid` at one batch size, trained as one
+    stacked network (:func:`train_small_cnns`), then evaluated run by run; ``seconds`` is the
+    time of the whole job (top level, so a worker process can unpickle it)."""
+    runs, batch_size, kwargs = job
+    start = time.perf_counter()
+    kwargs = dict(kwargs)
+    data = kwargs.pop("data")
+    dtype = kwargs.pop("dtype", torch.float64)
+    if kwargs.pop("impl", "torch") != "torch":
+        raise ValueError("stacked training uses torch.nn's norm layers (impl='torch')")
+    trained = train_small_cnns(runs, batch_size, data=data, dtype=dtype, **kwargs)
+    rows = [{"norm": n, "batch_size": batch_size, "seed": s,
+             **_evaluate_small_cnn(model, loss, batch_size, data, dtype)}
+            for (n, s), (model, loss) in zip(runs, trained)]
+    seconds = time.perf_counter() - start
+    return [{**row, "seconds": seconds} for row in rows]
+
+
 def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), seeds=(0, 1),
-                    workers: int = 1, progress: bool = True, **kwargs) -> list[dict]:
+                    workers: int = 1, progress: bool = True, stacked: bool = True,
+                    **kwargs) -> list[dict]:
     """:func:`train_and_evaluate` for every (norm, batch_size, seed), on one data split; one
     row per run with keys norm, batch_size, seed, eval, train_mode, recomputed,
     final_train_loss and seconds, in the order of the loops (norm, then batch size, then
-    seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, impl) go to
+    seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, dtype, impl) go to
     train_and_evaluate.
 
+    ``stacked`` (the default): the runs of one batch size, every norm and seed, are trained
+    together as one stacked network (:func:`train_small_cnns`; for norms "batch" and
+    "group" with ``impl="torch"``, otherwise the runs go one by one), one job per batch size; ``seconds`` is then that job's time. The
+    numbers are bit for bit those of separate runs (``stacked=False``, one job per run;
+    ``tests/test_batchsize.py`` checks it), only faster: with a model this small a step's
+    time is mostly Python and dispatch overhead, paid once for all runs instead of once per
+    run (``python -m tools.bench_experiments`` times both).
+
     ``workers > 1`` runs that many worker processes (started with ``spawn``, which works
-    from a notebook on every OS); every run uses one thread and its own seeds, so the numbers
+    from a notebook on every OS); every job uses one thread and its own seeds, so the numbers
     do not depend on ``workers``. With ``progress``, a :class:`helpers.progress.Progress`
     line: live in a notebook (the saved notebook keeps one final line), one line per finished
-    run on stdout in a script (stderr stays empty). On 2 CPU cores with 2 workers, the
-    12 runs of norms (batch, group) x batch sizes (32, 8, 2) x seeds (0, 1) take about
-    30 s (lesson 01); the 30 runs of 5 batch sizes and 3 seeds a few minutes.
+    run on stdout in a script (stderr stays empty).
 
     Lesson 01."""
     from itertools import product
@@ -500,9 +750,9 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
     from .progress import Progress
 
     kwargs = {"data": digits_split(), **kwargs}
-    jobs = [(n, b, s, kwargs) for n, b, s in product(norms, batch_sizes, seeds)]
+    order = [(n, b, s) for n, b, s in product(norms, batch_sizes, seeds)]
     done = {}
-    bar = Progress("runs", len(jobs), label_width=4, steps_to_stdout=True) if progress else None
+    bar = Progress("runs", len(order), label_width=4, steps_to_stdout=True) if progress else None
 
     def report(row):
         done[(row["norm"], row["batch_size"], row["seed"])] = row
@@ -511,18 +761,75 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
                                   f"eval error {row['eval']:5.1f}%  ({row['seconds']:.1f} s)")
 
     start = time.perf_counter()
-    run_jobs(_grid_run, jobs, workers, report)
+    if stacked and (set(norms) - {"batch", "group"} or kwargs.get("impl", "torch") != "torch"):
+        stacked = False  # stacking covers torch's BatchNorm and GroupNorm only
+    if stacked:
+        # the longest jobs (smallest batches: most steps) first, so that none is left last
+        jobs = [([(n, s) for n, s in product(norms, seeds)], b, kwargs)
+                for b in sorted(batch_sizes)]
+        run_jobs(_stacked_grid_job, jobs, workers, lambda rows: [report(r) for r in rows])
+    else:
+        run_jobs(_grid_run, [(n, b, s, kwargs) for n, b, s in order], workers, report)
     if bar is not None:
-        bar.close(f"{len(jobs)} runs ({len(norms)} norms x {len(batch_sizes)} batch sizes x "
+        bar.close(f"{len(order)} runs ({len(norms)} norms x {len(batch_sizes)} batch sizes x "
                   f"{len(seeds)} seeds) in {time.perf_counter() - start:.0f} s")
-    return [done[(n, b, s)] for n, b, s, _ in jobs]
+    return [done[key] for key in order]
+
+
+_POOLS: dict = {}  # workers -> a ProcessPoolExecutor kept for the next call (see worker_pool)
+
+
+def _init_worker(modules: tuple[str, ...]) -> None:
+    """A worker's start: one torch thread for every job (as in the lessons, whose numbers
+    were measured with one thread), and ``modules`` imported before the first job arrives
+    (top level, so a worker process can unpickle it)."""
+    import importlib
+    import signal
+
+    # an interrupt (Jupyter's stop button, a kernel's shutdown) is the parent's to handle; the
+    # workers end when the parent's pool shuts down or the parent exits
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    for name in modules:
+        importlib.import_module(name)
+
+
+def _pid(_=None) -> int:
+    import os
+
+    return os.getpid()
+
+
+def worker_pool(workers: int = 2, warm: tuple[str, ...] = ("helpers.experiments",
+                                                         "helpers.transformer")):
+    """A pool of ``workers`` processes started with ``spawn`` (which works from a notebook on
+    every OS), kept for the rest of the session and shared by :func:`run_jobs`: starting a
+    process and importing torch in it takes a second or two, paid once instead of once per
+    grid. The first call starts the processes and imports ``warm`` in each, in the
+    background, so a lesson can call it early and find the workers ready when a grid starts.
+    Every worker runs its jobs on one torch thread. The processes exit with this one."""
+    import concurrent.futures
+    import multiprocessing
+
+    if workers < 2:
+        raise ValueError(f"a pool needs at least 2 workers, got {workers}")
+    pool = _POOLS.get(workers)
+    if pool is None:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker, initargs=(tuple(warm),))
+        _POOLS[workers] = pool
+        for _ in range(workers):  # start every process now (the pool starts them on demand)
+            pool.submit(_pid)
+    return pool
 
 
 def run_jobs(run, jobs: list, workers: int, report) -> None:
     """Call ``report(run(job))`` for every job, in this process (``workers == 1``) or in that
-    many worker processes started with ``spawn`` (which works from a notebook on every OS;
-    ``run`` must then be a module-level function), reporting each result as it finishes.
-    Used by the grids of lessons 01 and 11."""
+    many worker processes (:func:`worker_pool`: started with ``spawn`` and kept for the next
+    call; ``run`` must then be a module-level function), submitted in the order of ``jobs``
+    (put the longest first, so that none is left to run alone at the end), reporting each
+    result as it finishes. Used by the grids of lessons 01, 05, 06 and 11."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     if workers == 1:
@@ -530,12 +837,15 @@ def run_jobs(run, jobs: list, workers: int, report) -> None:
             report(run(job))
         return
     import concurrent.futures
-    import multiprocessing
 
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        for future in concurrent.futures.as_completed([pool.submit(run, j) for j in jobs]):
+    pool = worker_pool(workers)
+    try:
+        futures = [pool.submit(run, j) for j in jobs]
+        for future in concurrent.futures.as_completed(futures):
             report(future.result())
+    except concurrent.futures.process.BrokenProcessPool:
+        _POOLS.pop(workers, None)  # a worker died: the next call starts a fresh pool
+        raise
 
 
 def statistic_noise(model: nn.Module, x: torch.Tensor, batch_sizes=(32, 16, 8, 4, 2)) -> list[dict]:

@@ -7,6 +7,8 @@ and plot them; each lesson also runs a few of the same runs itself.
 - :func:`deepnorm_grid` (lesson 06, section 6): at 12 layers, Post-LN, Pre-LN, DeepNorm and
   its two halves, alpha only (beta = 1) and beta only (alpha = 1), over seeds, the settings of
   lesson 06 otherwise.
+- :func:`reversal_runs`: the few runs that lessons 05 and 06 train themselves, two at a time
+  in worker processes, bit for bit the lessons' loops.
 
 Command line (120 and 48 runs, about 7 and 2 minutes of one core's time; ``ATEN_CPU_CAPABILITY=default`` in front
 runs them on the scalar CPU path)::
@@ -30,6 +32,7 @@ from . import transformer as HT
 from .results import write_results
 
 __all__ = ["WARMUP_CONFIG", "DEEPNORM_CONFIG", "TRAINS", "FAILS", "warmup_run", "warmup_grid",
+           "reversal_runs",
            "deepnorm_model", "deepnorm_run", "deepnorm_grid", "outcome", "warmup_summary",
            "warmup_grid_figure"]
 
@@ -119,6 +122,63 @@ def deepnorm_grid(kinds=DEEPNORM_KINDS, num_layers=(12,), seeds=range(8),
                   f"accuracy {r['accuracy']:.3f}", flush=True)
     return rows
 
+
+
+def _reversal_job(job: tuple) -> tuple:
+    """One run of :func:`reversal_runs` (top level, so a worker process can unpickle it)."""
+    key, model_kwargs, seed, train_kwargs = job
+    torch.manual_seed(seed)
+    model = HT.TinyTransformer(**model_kwargs)
+    result = HT.train_reversal(model, seed=seed, **train_kwargs)
+    return key, result, model.state_dict()
+
+
+def reversal_runs(runs: dict, train_kwargs: dict, workers: int = 2,
+                  label: str = "runs") -> tuple[dict, dict]:
+    """Train every run of ``runs``, ``{key: (model_kwargs, seed)}`` or
+    ``{key: (model_kwargs, seed, run_kwargs)}``, as the lessons' loops do:
+    ``torch.manual_seed(seed)``, ``HT.TinyTransformer(**model_kwargs)``, then
+    :func:`helpers.transformer.train_reversal` with ``seed``, ``train_kwargs`` and the run's
+    own ``run_kwargs`` (such as its ``warmup_steps``), on one thread. With ``workers > 1`` the runs go to that many worker processes
+    (:func:`helpers.experiments.run_jobs`, longest first); each run still has its own seeds
+    and one thread, so the numbers are bit for bit those of the loop (``workers=1``), and
+    two cores train two runs at a time. A :class:`helpers.progress.Progress` line counts the
+    finished runs and shows the last one.
+
+    Returns ``(results, models)``: ``train_reversal``'s dict and the trained model (in eval
+    mode, built again here with the same seed and loaded with the worker's weights) per key,
+    in the order of ``runs``.
+
+    Lessons 05 and 06."""
+    from .experiments import run_jobs
+    from .progress import Progress
+
+    # deeper and wider models first, so that none is left to run alone at the end
+    size = lambda item: item[1][0].get("num_layers", 6) * item[1][0].get("d_model", 64)  # noqa: E731
+    jobs = [(key, run[0], run[1], {**train_kwargs, **(run[2] if len(run) > 2 else {})})
+            for key, run in sorted(runs.items(), key=size, reverse=True)]
+    bar = Progress(label, len(jobs), label_width=4)
+    done = {}
+
+    def report(answer):
+        key, result, _ = answer
+        done[key] = answer
+        bar.update(len(done), f"{key}: loss {result['final_loss']:.2f}  accuracy {result['accuracy']:.2f}")
+
+    if workers == 1:
+        with torch.random.fork_rng(devices=[]):
+            for job in jobs:
+                report(_reversal_job(job))
+    else:
+        run_jobs(_reversal_job, jobs, workers, report)
+    bar.close(f"{len(jobs)} runs")
+    results, models = {}, {}
+    for key, (model_kwargs, seed, *_) in runs.items():  # the loop's order and global RNG state
+        torch.manual_seed(seed)
+        model = HT.TinyTransformer(**model_kwargs)
+        model.load_state_dict(done[key][2])
+        results[key], models[key] = done[key][1], model.eval()
+    return results, models
 
 def _main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv

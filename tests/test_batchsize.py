@@ -209,3 +209,64 @@ def test_training_runs_in_float64_by_default(data):
     # statistic_noise accepts float32 images for a float64 model
     bn_model, _ = experiments.train_small_cnn("batch", 64, epochs=1, data=data)
     assert len(experiments.statistic_noise(bn_model, data[0][:64], batch_sizes=(8,))) == 3
+
+
+@pytest.mark.parametrize("batch_size", [8, 2])
+def test_stacked_training_is_bit_for_bit_the_separate_runs(data, batch_size):
+    """train_small_cnns (one stacked network, grouped convolutions) against train_small_cnn
+    run by run: the same weights, running statistics and last-epoch losses, exactly, with
+    BatchNorm and GroupNorm runs mixed and two runs sharing a seed."""
+    runs = [("group", 1), ("batch", 0), ("group", 0), ("batch", 1)]
+    stacked = experiments.train_small_cnns(runs, batch_size, epochs=1, data=data)
+    for (norm, seed), (model, loss) in zip(runs, stacked):
+        ref, ref_loss = experiments.train_small_cnn(norm, batch_size, seed=seed, epochs=1, data=data)
+        assert loss == ref_loss
+        assert model.training
+        for (name, a), (_, b) in zip(model.state_dict().items(), ref.state_dict().items()):
+            assert torch.equal(a, b), (norm, seed, name)
+
+
+def test_stacked_training_rejects_what_it_cannot_stack(data):
+    with pytest.raises(ValueError, match="at least 2"):
+        experiments.train_small_cnns([("batch", 0)], 1, data=data)
+    with pytest.raises(ValueError, match="'batch' and 'group'"):
+        experiments.train_small_cnns([("none", 0)], 8, epochs=1, data=data)
+    with pytest.raises(ValueError, match="no runs"):
+        experiments.train_small_cnns([], 8, data=data)
+
+
+def test_stacked_grid_rows_equal_the_run_by_run_grid(data):
+    kwargs = dict(norms=("batch", "group"), batch_sizes=(64, 16), seeds=(0, 1), epochs=1,
+                  progress=False, data=data)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
+    stacked = experiments.batch_size_grid(stacked=True, workers=2, **kwargs)
+    separate = experiments.batch_size_grid(stacked=False, workers=1, **kwargs)
+    assert strip(stacked) == strip(separate)
+    # norms that cannot be stacked go run by run
+    rows = experiments.batch_size_grid(norms=("none",), batch_sizes=(64,), seeds=(0,), epochs=1,
+                                       progress=False, data=data)
+    assert rows[0]["eval"] == rows[0]["train_mode"] == rows[0]["recomputed"]
+
+
+def test_worker_pool_is_kept_and_its_workers_use_one_thread():
+    pool = experiments.worker_pool(2)
+    assert experiments.worker_pool(2) is pool
+    threads = {pool.submit(torch.get_num_threads).result() for _ in range(4)}
+    assert threads == {1}
+    with pytest.raises(ValueError, match="at least 2"):
+        experiments.worker_pool(1)
+
+
+def test_lr_gain_grid_in_workers_equals_the_loop():
+    from helpers.training import train_classifier
+
+    kwargs = dict(norms=(None, "batch"), gains=(1.0,), lrs=(0.03, 1.0), seeds=(0, 1), depth=3,
+                  width=16, steps=5)
+    got = experiments.lr_gain_grid(workers=2, **kwargs)
+    x, y = experiments.digits(torch.float64)
+    for (norm, gain, lr), losses in got.items():
+        expected = [train_classifier(experiments.deep_mlp(depth=3, width=16, gain=gain, norm=norm,
+                                                          seed=s), x, y, lr=lr, steps=5, seed=s)["loss"]
+                    for s in (0, 1)]
+        assert losses == expected
+    assert set(got) == {(n, 1.0, lr) for n in (None, "batch") for lr in (0.03, 1.0)}

@@ -146,3 +146,20 @@ def test_bench_executes_and_times_a_notebook(tmp_path, capsys):
     assert "99_tiny.ipynb" in out and "ok" in out
     cell = json.loads(pathlib.Path(path).read_text())["cells"][0]
     assert cell["execution_count"] == 1 and "".join(cell["outputs"][0]["text"]) == "42\n"
+
+
+def test_bench_experiments_times_both_and_compares_the_numbers(monkeypatch, capsys):
+    """tools.bench_experiments: a row per experiment with both times, their ratio and whether
+    the numbers agree; exit status 1 when they do not."""
+    from tools import bench_experiments as BE
+
+    monkeypatch.setattr(BE, "EXPERIMENTS", {"same": lambda: (lambda: [1.0], lambda: [1.0]),
+                                            "differs": lambda: (lambda: [1.0], lambda: [1.5])})
+    assert BE.main(["same"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("same"))
+    assert row.count(" s") == 4 and row.count("x") == 2 and row.endswith("yes")
+    assert BE.main([]) == 1
+    assert capsys.readouterr().out.splitlines()[-2].endswith("NO")
+    with pytest.raises(SystemExit):
+        BE.main(["nope"])

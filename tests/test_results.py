@@ -110,3 +110,32 @@ def test_committed_results_files_are_complete_and_consistent(name, grid):
         for r in record["rows"]:
             if "outcome" in r:
                 assert r["outcome"] == grids.outcome(r["accuracy"])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reversal_runs_are_the_lessons_loop(workers):
+    """grids.reversal_runs against the loop lessons 05 and 06 ran before: the same results and
+    weights bit for bit, in the loop's order, and the same global RNG state afterwards."""
+    torch.set_num_threads(1)
+    config = dict(steps=3, lr=3e-3, batch_size=4, seq_len=4, vocab_size=8, eval_size=16,
+                  log_every=1)
+    model_kwargs = dict(vocab_size=8, d_model=16, n_heads=2, max_len=8)
+    runs = {("post", 0): (dict(model_kwargs, num_layers=2, norm_position="post"), 0,
+                          dict(warmup_steps=2)),
+            ("pre", 1): (dict(model_kwargs, num_layers=1, norm_position="pre"), 1),
+            ("deepnorm", 1): (dict(model_kwargs, num_layers=3, norm_position="deepnorm"), 1)}
+    expected = {}
+    for key, (kwargs, seed, *extra) in runs.items():
+        torch.manual_seed(seed)
+        model = HT.TinyTransformer(**kwargs)
+        expected[key] = (HT.train_reversal(model, seed=seed, **config, **(extra[0] if extra else {})),
+                         model)
+    state = torch.get_rng_state()
+    results, models = grids.reversal_runs(runs, config, workers=workers)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert list(results) == list(runs) == list(models)
+    for key, (result, model) in expected.items():
+        assert results[key] == result
+        assert not models[key].training
+        for a, b in zip(models[key].state_dict().values(), model.state_dict().values()):
+            assert torch.equal(a, b), key

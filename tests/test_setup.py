@@ -33,10 +33,14 @@ def test_ci_runs_the_readme_test_command():
     commands = [line.strip() for line in ci.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
     makes = [c for c in commands if c.startswith("make ")]
-    # the README's command first, the lessons on a second CPU code path, the resolution of the
-    # pins, then the editions, their check against the bilingual notebooks and the browser test
-    assert makes == ["make test", "make test-cpu-path CPU_PATH=default", "make test-resolve",
-                     "make export slides", "make test-exports", "make test-browser"]
+    # the resolution of the pins beside the tests (uv installed first), the README's command,
+    # the lessons on a second CPU code path, then the editions, built once, their check against
+    # the bilingual notebooks and the browser test on what was built
+    assert makes == ["make .venv/.installed-resolve",
+                     "make test-resolve > build/ci-test-resolve.log 2>&1 &",
+                     "make test", "make test-cpu-path CPU_PATH=default",
+                     "make export slides", "make test-exports EXPORTED=1",
+                     "make test-browser EXPORTED=1"]
     assert commands.index("set -euo pipefail") < commands.index("make test")
 
 
@@ -82,3 +86,4 @@ def test_portable_paths_rewrites_the_machines_paths(tmp_path):
                   "File \x1b[32m../helpers/distributed.py:3\x1b[39m"]
     assert nb.cells[0].outputs[1].text == "<site-packages>/numpy/core.py:1: Warning\n"
     assert not ABSOLUTE.search("".join(tb))
+    assert 'if wait "$resolve"; then cat build/ci-test-resolve.log' in commands  # its failure counts
