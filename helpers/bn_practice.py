@@ -1051,7 +1051,6 @@ def train_stacked(models: list[nn.Sequential], x: Tensor, y: Tensor, steps: int,
                         torch.Generator().manual_seed(s)) for s in seeds]
     noise = torch.Generator().manual_seed(seeds[0])
     tail, losses = max(1, steps // 10), []
-    runs = torch.arange(R).view(R, 1)
 
     def grouped(h):  # (R, B, C) -> (R, groups, m, C)
         m = stats_size or h.shape[1]
@@ -1127,7 +1126,6 @@ def train_stacked(models: list[nn.Sequential], x: Tensor, y: Tensor, steps: int,
             step(_cosine(lr, t, steps) if cosine else lr)
             if t >= steps - tail:
                 losses.append(per_run.detach())
-    del runs
     with torch.no_grad():
         for r, model in enumerate(models):
             for i, s in state.items():
