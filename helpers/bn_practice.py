@@ -43,7 +43,8 @@ __all__ = [
     "BatchRenorm1d", "BatchRenorm2d", "renorm_limits", "ghost_batch_norm", "residual_mlp",
     "plot_variance_shift", "plot_weight_norms", "set_renorm_limits", "spread",
     "dropout_experiment", "weight_decay_experiment", "finetune_experiment", "renorm_experiment",
-    "placement_experiment",
+    "placement_experiment", "train_stacked", "swa_experiment", "quantize_per_tensor",
+    "quantize_per_channel",
 ]
 
 DTYPE = torch.float64
@@ -154,9 +155,12 @@ def mlp(width: int = 32, depth: int = 3, norm: str = "batch", dropout: float = 0
     Noise (``dropout`` > 0): ``nn.Dropout(dropout)`` (``noise="bernoulli"``, keep ratio
     :math:`p = 1 - \text{dropout}`) or :class:`UniformNoise` with :math:`\beta` = ``dropout``
     (``noise="uniform"``), placed ``where="every"``: before every hidden Linear but the first
-    and before the classifier, so every BatchNorm after the first sees dropped-out inputs (the
-    setting in which Li et al. find a variance shift); ``where="after_last_bn"``: only before
-    the classifier, after the last BatchNorm (their first remedy).
+    and before the classifier, so BatchNorm layers 2 and 3 see dropped-out units mixed by a
+    Linear (dropout -> Linear -> BN: Li et al.'s case (b)); ``where="before_bn"``: directly
+    before BatchNorm layers 2 and 3 (Linear -> dropout -> BN, their case (a), the one whose
+    variance ratio is :func:`dropout_variance_ratio`) and before the classifier;
+    ``where="after_last_bn"``: only before the classifier, after the last BatchNorm (their
+    first remedy).
 
     ``norm``: ``"batch"`` (``torch.nn`` or ``helpers.norms`` BatchNorm1d, by ``impl``),
     ``"renorm"`` (:class:`BatchRenorm1d`, keyword arguments ``renorm``), ``"group"`` (GroupNorm
@@ -164,8 +168,8 @@ def mlp(width: int = 32, depth: int = 3, norm: str = "batch", dropout: float = 0
     them (β takes its role). Weights drawn under ``torch.manual_seed(seed)`` in a forked RNG
     (the global RNG is left as it was): He-normal for hidden layers, torch's default for the
     classifier. Used in lesson 10."""
-    if where not in ("every", "after_last_bn"):
-        raise ValueError(f"where must be 'every' or 'after_last_bn', got {where!r}")
+    if where not in ("every", "before_bn", "after_last_bn"):
+        raise ValueError(f"where must be 'every', 'before_bn' or 'after_last_bn', got {where!r}")
     if order not in ("bn_relu", "relu_bn"):
         raise ValueError(f"order must be 'bn_relu' or 'relu_bn', got {order!r}")
 
@@ -184,6 +188,8 @@ def mlp(width: int = 32, depth: int = 3, norm: str = "batch", dropout: float = 0
             if lin.bias is not None:
                 nn.init.zeros_(lin.bias)
             layers.append(lin)
+            if dropout > 0 and where == "before_bn" and i > 0:
+                layers.append(noise_layer())
             pair = [_norm1d(norm, width, impl, renorm), nn.ReLU()]
             layers.extend(pair if order == "bn_relu" else pair[::-1])
             fan_in = width
@@ -278,13 +284,51 @@ def _batches(y: Tensor, batch_size: int, steps: int, sampler: str, classes_per_b
         raise ValueError(f"sampler must be 'iid' or 'class_sorted', got {sampler!r}")
 
 
+def _sgd(groups: list[dict], momentum: float):
+    r"""A step function for SGD with momentum and L2 weight decay per group, as
+    ``torch.optim.SGD`` computes it (dampening 0, no Nesterov): :math:`d = g + \lambda w`,
+    :math:`b \leftarrow d` at the first step and :math:`b \leftarrow \mu b + d` after,
+    :math:`w \leftarrow w - \eta b`. Written out so that a lesson's training loop does
+    not import torch's compiler stack (which ``torch.optim`` loads on its first step).
+    ``step(lr)`` updates in place; each group may carry ``"weight_decay"`` (default 0) and a
+    per-run ``"decay_scale"`` tensor that multiplies it."""
+    buffers: dict[int, Tensor] = {}
+
+    @torch.no_grad()
+    def step(lr: float) -> None:
+        for group in groups:
+            wd = group.get("weight_decay", 0.0)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                d = p.grad
+                if isinstance(wd, Tensor) or wd != 0:
+                    d = d.add(p * (wd.view((-1,) + (1,) * (p.dim() - 1)) if isinstance(wd, Tensor) else wd))
+                if momentum:
+                    b = buffers.get(id(p))
+                    if b is None:
+                        b = buffers[id(p)] = d.clone()
+                    else:
+                        b.mul_(momentum).add_(d)
+                    d = b
+                p.sub_(lr * d)
+    return step
+
+
+def _cosine(lr: float, t: int, steps: int) -> float:
+    r"""The learning rate of step ``t`` (from 0) of a cosine annealing to 0 over ``steps``:
+    :math:`\eta_t = \eta\,\tfrac12(1 + \cos(\pi t/T))` (``CosineAnnealingLR``'s closed form)."""
+    return lr * 0.5 * (1 + math.cos(math.pi * t / steps))
+
+
 def train(model: nn.Module, x: Tensor, y: Tensor, steps: int, lr: float = 0.05,
           batch_size: int = 32, momentum: float = 0.9, weight_decay: float = 0.0,
           param_groups: list[dict] | None = None, sampler: str = "iid",
           classes_per_batch: int = 2, seed: int = 0, cosine: bool = True,
           on_step: Callable[[nn.Module, int, int], None] | None = None) -> float:
     r"""Train ``model`` in place with SGD (``lr``, ``momentum``, ``weight_decay``, or the
-    optimiser groups ``param_groups``) and cross-entropy for ``steps`` batches from
+    optimiser groups ``param_groups``; the update of ``torch.optim.SGD``, written out in
+    :func:`_sgd`) and cross-entropy for ``steps`` batches from
     :func:`_batches` (``sampler``), learning rate annealed by a cosine to 0 when ``cosine``:
     :math:`\eta_t = \eta\,\tfrac12(1 + \cos(\pi t/T))`. ``on_step(model, t, T)`` is called
     before each step (e.g. to set :class:`BatchRenorm1d` limits, or record weight norms).
@@ -292,9 +336,11 @@ def train(model: nn.Module, x: Tensor, y: Tensor, steps: int, lr: float = 0.05,
     training loss of the last 10% of steps; the model is left in training mode. Used in
     lesson 10."""
     g = torch.Generator().manual_seed(seed)
-    groups = param_groups if param_groups is not None else model.parameters()
-    opt = torch.optim.SGD(groups, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if cosine else None
+    if param_groups is None:
+        param_groups = [{"params": list(model.parameters())}]
+    groups = [{"weight_decay": weight_decay, **grp, "params": list(grp["params"])} for grp in param_groups]
+    step = _sgd(groups, momentum)
+    params = [p for grp in groups for p in grp["params"]]
     model.train()
     tail, losses = max(1, steps // 10), []
     with one_thread(), torch.random.fork_rng(devices=[]):
@@ -303,11 +349,10 @@ def train(model: nn.Module, x: Tensor, y: Tensor, steps: int, lr: float = 0.05,
             if on_step is not None:
                 on_step(model, t, steps)
             loss = F.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad()
+            for p in params:
+                p.grad = None
             loss.backward()
-            opt.step()
-            if sched is not None:
-                sched.step()
+            step(_cosine(lr, t, steps) if cosine else lr)
             if t >= steps - tail:
                 losses.append(float(loss.detach()))
     return sum(losses) / len(losses)
@@ -710,12 +755,13 @@ def residual_mlp(depth: int, width: int = 32, zero_init: bool = False, seed: int
 # the lesson's English labels and their Chinese (helpers.plotting.bilingual)
 _GLOSSARY = [("uniform noise", "均匀噪声"), ("no dropout", "无 dropout"),
              ("before every BN", "在每个 BN 之前"), ("after the last BN", "在最后一个 BN 之后"),
-             ("weight decay", "权重衰减")]
+             ("weight decay", "权重衰减"), ("case (a): ", "情形 (a)："), ("case (b): ", "情形 (b)：")]
 
 
 def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
     """Left: the measured test/train variance ratio of every BatchNorm input, per layer, for
-    each labelled model, with the keep ratio p (the zero-mean prediction) dashed. Right: the
+    each labelled model, with the keep ratio p dashed (the prediction for dropout directly
+    before BatchNorm on a zero-mean unit, Li et al.'s case (a)). Right: the
     shift max(test/running, running/test) per layer, with 1 (no shift) dotted. One legend for both,
     beside them (English above Chinese in each entry). Returns the figure. Used in lesson 10."""
     import matplotlib.pyplot as plt
@@ -731,7 +777,7 @@ def plot_variance_shift(ratio_rows: list[tuple[str, list[dict]]], keep: float):
         axes[0].plot(layers, [r["test_over_train"] for r in rows], marker + "-", label=label)
         axes[1].plot(layers, [r["shift"] for r in rows], marker + "-", label=label)
     axes[0].axhline(keep, color="k", ls="--", lw=1.5,
-                    label=f"keep ratio p = {keep}\n保留率 p = {keep}")
+                    label=f"p = {keep}: dropout directly\nbefore BN, zero-mean unit\n紧挨 BN 的 dropout，零均值单元")
     axes[1].axhline(1.0, color="0.45", ls=":", lw=2.0, label="1 = no shift\n1 = 无偏移")
     axes[0].set_ylabel(r"$\mathrm{Var}_\mathrm{test}\,/\,\mathrm{Var}_\mathrm{train}$")
     axes[1].set_ylabel(r"$\max(\mathrm{Var}_\mathrm{test}/\hat\sigma^2,\ "
@@ -796,7 +842,8 @@ def dropout_experiment(configs: dict[str, dict], seeds=(0, 1, 2), steps: int = 2
     """For each labelled :func:`mlp` configuration and seed: train on the digits
     (:func:`train`), then measure the test error in eval mode, the test error after
     :func:`recompute_bn_statistics` over the training set (dropout off), and
-    :func:`variance_shift` on the test set before and after recomputing. One row per run:
+    :func:`variance_shift` on the test set before and after recomputing. The seeds of one
+    configuration train together (:func:`train_stacked`). One row per run:
     ``label``, ``seed``, ``error``, ``recomputed``, ``shift`` (list per BN layer),
     ``shift_after``, ``ratio`` (test/train variance per layer), ``rows`` (the raw
     :func:`variance_shift` rows). Used in lesson 10."""
@@ -804,9 +851,9 @@ def dropout_experiment(configs: dict[str, dict], seeds=(0, 1, 2), steps: int = 2
     bar = Progress("dropout runs", len(configs) * len(seeds), label_width=12, enabled=progress)
     out = []
     for label, kw in configs.items():
-        for seed in seeds:
-            model = mlp(seed=seed, **kw)
-            train(model, x, y, steps, lr=lr, batch_size=batch_size, seed=seed)
+        models = [mlp(seed=seed, **kw) for seed in seeds]  # the seeds of a config: one batched run
+        train_stacked(models, x, y, steps, lr=lr, batch_size=batch_size, seeds=seeds)
+        for seed, model in zip(seeds, models):
             fixed = recompute_bn_statistics(model, x)
             rows = variance_shift(model, xt, seed=seed)
             out.append({"label": label, "seed": seed, "error": test_error(model, xt, yt),
@@ -824,18 +871,18 @@ def weight_decay_experiment(settings: dict[str, tuple[float, bool]], seeds=(0, 1
                             progress: bool = True) -> list[dict]:
     """For each labelled ``(weight_decay, exclude)`` and seed, train :func:`mlp` with weight
     decay on every parameter (``exclude=False``) or with :func:`param_groups_weight_decay`
-    (``exclude=True``). One row per run: ``label``, ``seed``, ``error``, ``gamma_first`` and
+    (``exclude=True``; :func:`train_stacked`, the seeds of a setting together). One row per
+    run: ``label``, ``seed``, ``error``, ``gamma_first`` and
     ``gamma_last`` (mean |γ| of the first and last BatchNorm), ``w_norm`` (‖W‖ of the second
     hidden Linear). Used in lesson 10."""
     x, y, xt, yt = digits_data()
     bar = Progress("weight-decay runs", len(settings) * len(seeds), label_width=17, enabled=progress)
     out = []
     for label, (wd, exclude) in settings.items():
-        for seed in seeds:
-            model = mlp(seed=seed)
-            groups = (param_groups_weight_decay(model, wd) if exclude
-                      else [{"params": list(model.parameters()), "weight_decay": wd}])
-            train(model, x, y, steps, lr=lr, batch_size=batch_size, seed=seed, param_groups=groups)
+        models = [mlp(seed=seed) for seed in seeds]
+        train_stacked(models, x, y, steps, lr=lr, batch_size=batch_size, seeds=seeds,
+                      weight_decay=wd, exclude_1d=exclude)
+        for seed, model in zip(seeds, models):
             bns = _batch_norms(model)
             out.append({"label": label, "seed": seed, "error": test_error(model, xt, yt),
                         "gamma_first": float(bns[0].weight.detach().abs().mean()),
@@ -892,20 +939,21 @@ def finetune_experiment(modes=("train", "eval", "frozen"), seeds=(0, 1, 2),
 
 def renorm_experiment(settings: dict[str, dict], norms_=("batch", "renorm", "group"),
                       seeds=(0, 1), steps: int = 300, lr: float = 0.05,
-                      progress: bool = True) -> list[dict]:
-    """For each labelled batch setting (keyword arguments of :func:`train`: ``batch_size``,
-    ``sampler``), norm and seed, train :func:`mlp` (``norm``) for ``steps`` steps, Batch Renorm
-    with :func:`set_renorm_limits`; one row per run: ``setting``, ``norm``, ``seed``,
-    ``error`` (eval mode). Used in lesson 10."""
+                      renorm: dict | None = None, progress: bool = True) -> list[dict]:
+    """For each labelled batch setting (keyword arguments of :func:`train_stacked`:
+    ``batch_size``, ``sampler``, ``stats_size``), norm and seed, train :func:`mlp` (``norm``;
+    Batch Renorm with the keyword arguments ``renorm``, e.g. its moving-average rate, and
+    the schedule of :func:`renorm_limits`) for ``steps`` steps, the seeds together; one row
+    per run: ``setting``, ``norm``, ``seed``, ``error`` (eval mode). Used in lesson 10."""
     x, y, xt, yt = digits_data()
     bar = Progress("normalisation runs", len(settings) * len(norms_) * len(seeds), label_width=18, enabled=progress)
     rows = []
     for label, kw in settings.items():
         for norm in norms_:
-            for seed in seeds:
-                model = mlp(norm=norm, seed=seed)
-                train(model, x, y, steps, lr=lr, seed=seed,
-                      on_step=set_renorm_limits if norm == "renorm" else None, **kw)
+            models = [mlp(norm=norm, seed=seed, renorm=renorm) for seed in seeds]
+            train_stacked(models, x, y, steps, lr=lr, seeds=seeds,
+                          renorm_schedule=norm == "renorm", **kw)
+            for seed, model in zip(seeds, models):
                 rows.append({"setting": label, "norm": norm, "seed": seed,
                              "error": test_error(model, xt, yt)})
                 bar.step()
@@ -916,17 +964,246 @@ def renorm_experiment(settings: dict[str, dict], norms_=("batch", "renorm", "gro
 def placement_experiment(seeds=(0, 1, 2, 3, 4), steps: int = 200, lr: float = 0.05,
                          batch_size: int = 64, progress: bool = True) -> list[dict]:
     """:func:`mlp` with ``order="bn_relu"`` (Linear -> BN -> ReLU) and ``"relu_bn"`` (Linear ->
-    ReLU -> BN), same seeds and batches; one row per run: ``order``, ``seed``, ``error``,
+    ReLU -> BN), same seeds and batches (:func:`train_stacked`); one row per run: ``order``, ``seed``, ``error``,
     ``loss`` (training loss over the last 10% of steps). Used in lesson 10."""
     x, y, xt, yt = digits_data()
     bar = Progress("placement runs", 2 * len(seeds), label_width=14, enabled=progress)
     rows = []
     for order in ("bn_relu", "relu_bn"):
-        for seed in seeds:
-            model = mlp(order=order, seed=seed)
-            loss = train(model, x, y, steps, lr=lr, batch_size=batch_size, seed=seed)
+        models = [mlp(order=order, seed=seed) for seed in seeds]
+        losses = train_stacked(models, x, y, steps, lr=lr, batch_size=batch_size, seeds=seeds)
+        for seed, model, loss in zip(seeds, models, losses):
             rows.append({"order": order, "seed": seed, "error": test_error(model, xt, yt),
                          "loss": loss})
             bar.step()
     bar.close(f"{bar.total} runs")
     return rows
+
+
+
+# --------------------------------------------------------------------------------------
+# several runs of one MLP at once (the lesson's grids in one batched model)
+# --------------------------------------------------------------------------------------
+def _stack(models: list[nn.Module], index: int, name: str) -> Tensor | None:
+    tensors = [getattr(m[index], name) for m in models]
+    if tensors[0] is None:
+        return None
+    return torch.stack([t.detach() for t in tensors]).clone()
+
+
+def train_stacked(models: list[nn.Sequential], x: Tensor, y: Tensor, steps: int,
+                  lr: float = 0.05, batch_size: int = 32, momentum: float = 0.9,
+                  weight_decay=0.0, exclude_1d: bool = False, sampler: str = "iid",
+                  classes_per_batch: int = 2, seeds=None, cosine: bool = True,
+                  stats_size: int | None = None, renorm_schedule: bool = False,
+                  on_step: Callable[[dict, int, int], None] | None = None) -> list[float]:
+    r"""Train R models of one :func:`mlp` layout (different seeds or weight decays) at once, as
+    one batched model, and write the trained parameters and running statistics back into
+    ``models`` (left in training mode). Run :math:`r` is the run of :func:`train` with
+    ``seed = seeds[r]``: the same initial weights (those of ``models[r]``), the same batches,
+    SGD with momentum and the cosine schedule, computed with batched matrix products
+    (:math:`h_r \leftarrow h_r W_r^\top`) so that one Python step serves every run. Without
+    dropout the result equals R calls of :func:`train` up to float64 rounding; dropout and
+    uniform-noise masks come from one generator per call, so they differ from
+    :func:`train`'s draws.
+
+    ``weight_decay``: a number or one per run; added to the gradient as SGD does
+    (:math:`g + \lambda w`), on every parameter, or with ``exclude_1d`` only on parameters
+    that :func:`param_groups_weight_decay` decays (Linear weights). ``stats_size``: BatchNorm
+    and Batch Renorm statistics over consecutive groups of that many examples of a batch
+    (micro-batches, as in Ioffe 2017's micro-batch experiment: statistics over 4 examples,
+    gradient over the whole batch); their running statistics move once per step, by the
+    mean over the groups of the group means and (unbiased) variances, or standard
+    deviations for Batch Renorm. ``renorm_schedule``: Batch Renorm limits from
+    :func:`renorm_limits` at every step. ``on_step(state, t, T)`` is called before each step
+    with ``state[i]`` the dict of stacked tensors of layer ``i`` (e.g. ``"weight"`` of shape
+    (R, out, in)). Returns each run's mean training loss over the last 10% of steps. Used in
+    lesson 10."""
+    R = len(models)
+    seeds = list(range(R)) if seeds is None else list(seeds)
+    if len(seeds) != R:
+        raise ValueError(f"{R} models but {len(seeds)} seeds")
+    layers = list(models[0])
+    kinds = [type(m) for m in layers]
+    if any([type(l) for l in m] != kinds for m in models):
+        raise ValueError("every model must have the same layout (one mlp configuration)")
+    state: dict[int, dict] = {}
+    params, decayed = [], []
+    for i, layer in enumerate(layers):
+        if isinstance(layer, (nn.Linear, nn.BatchNorm1d, nn.GroupNorm, _BatchRenorm)):
+            s = {"weight": _stack(models, i, "weight"), "bias": _stack(models, i, "bias")}
+            for name in ("running_mean", "running_var", "running_std"):
+                if getattr(layer, name, None) is not None:
+                    s[name] = _stack(models, i, name)
+            for name in ("weight", "bias"):
+                if s[name] is not None:
+                    s[name].requires_grad_()
+                    params.append(s[name])
+                    if not exclude_1d or (isinstance(layer, nn.Linear) and name == "weight"):
+                        decayed.append(s[name])
+            state[i] = s
+        elif not isinstance(layer, (nn.ReLU, nn.Dropout, UniformNoise)):
+            raise TypeError(f"train_stacked does not know {type(layer).__name__}")
+    wd = torch.as_tensor(weight_decay, dtype=x.dtype).expand(R).contiguous()
+    step = _sgd([{"params": decayed, "weight_decay": wd},
+                 {"params": [p for p in params if all(p is not q for q in decayed)]}], momentum)
+    streams = [_batches(y, batch_size, steps, sampler, classes_per_batch,
+                        torch.Generator().manual_seed(s)) for s in seeds]
+    noise = torch.Generator().manual_seed(seeds[0])
+    tail, losses = max(1, steps // 10), []
+
+    def grouped(h):  # (R, B, C) -> (R, groups, m, C)
+        m = stats_size or h.shape[1]
+        if h.shape[1] % m:
+            raise ValueError(f"batch {h.shape[1]} is not a multiple of stats_size {m}")
+        return h.reshape(R, h.shape[1] // m, m, h.shape[2])
+
+    def forward(h, t):
+        for i, layer in enumerate(layers):
+            s = state.get(i)
+            if isinstance(layer, nn.Linear):
+                h = torch.bmm(h, s["weight"].transpose(1, 2))
+                if s["bias"] is not None:
+                    h = h + s["bias"].unsqueeze(1)
+            elif isinstance(layer, nn.BatchNorm1d) and stats_size is None:
+                B = h.shape[1]  # one fused call: the R x C columns of (B, R C) are independent
+                h = F.batch_norm(h.transpose(0, 1).reshape(B, -1), s["running_mean"].view(-1),
+                                 s["running_var"].view(-1), s["weight"].reshape(-1),
+                                 s["bias"].reshape(-1), True, layer.momentum, layer.eps)
+                h = h.view(B, R, -1).transpose(0, 1)
+            elif isinstance(layer, nn.BatchNorm1d):
+                g = grouped(h)
+                mu = g.mean(2, keepdim=True)
+                var = ((g - mu) ** 2).mean(2, keepdim=True)
+                h = ((g - mu) / (var + layer.eps).sqrt()).reshape(h.shape)
+                h = h * s["weight"].unsqueeze(1) + s["bias"].unsqueeze(1)
+                with torch.no_grad():
+                    m = g.shape[2]
+                    a = layer.momentum
+                    s["running_mean"].mul_(1 - a).add_(a * mu.mean(1).squeeze(1))
+                    s["running_var"].mul_(1 - a).add_(a * (var * m / (m - 1)).mean(1).squeeze(1))
+            elif isinstance(layer, _BatchRenorm):
+                g = grouped(h)
+                mu = g.mean(2, keepdim=True)
+                sigma = (((g - mu) ** 2).mean(2, keepdim=True) + layer.eps).sqrt()
+                rmax, dmax = renorm_limits(t, steps) if renorm_schedule else (layer.rmax, layer.dmax)
+                with torch.no_grad():
+                    rm, rs = s["running_mean"].view(R, 1, 1, -1), s["running_std"].view(R, 1, 1, -1)
+                    r = (sigma / rs).clamp(1 / rmax, rmax)
+                    d = ((mu - rm) / rs).clamp(-dmax, dmax)
+                h = ((g - mu) / sigma * r + d).reshape(h.shape)
+                h = h * s["weight"].unsqueeze(1) + s["bias"].unsqueeze(1)
+                with torch.no_grad():
+                    a = layer.momentum
+                    s["running_mean"].add_(a * (mu.mean(1).squeeze(1) - s["running_mean"]))
+                    s["running_std"].add_(a * (sigma.mean(1).squeeze(1) - s["running_std"]))
+            elif isinstance(layer, nn.GroupNorm):
+                h = F.group_norm(h.reshape(-1, h.shape[2]), layer.num_groups, eps=layer.eps).view(h.shape)
+                h = h * s["weight"].unsqueeze(1) + s["bias"].unsqueeze(1)
+            elif isinstance(layer, nn.ReLU):
+                h = h.clamp_min(0)
+            elif isinstance(layer, nn.Dropout):
+                if layer.p > 0:
+                    keep = 1 - layer.p
+                    mask = torch.rand(h.shape, generator=noise, dtype=h.dtype) < keep
+                    h = h * mask / keep
+            elif isinstance(layer, UniformNoise):
+                if layer.beta > 0:
+                    h = h * (1 + (torch.rand(h.shape, generator=noise, dtype=h.dtype) * 2 - 1) * layer.beta)
+        return h
+
+    with one_thread():
+        for t in range(steps):
+            idx = torch.stack([next(st) for st in streams])          # (R, B)
+            if on_step is not None:
+                on_step(state, t, steps)
+            logits = forward(x[idx], t)                              # (R, B, classes)
+            per_run = F.cross_entropy(logits.flatten(0, 1), y[idx].flatten(),
+                                      reduction="none").view(R, -1).mean(1)
+            for p in params:
+                p.grad = None
+            per_run.sum().backward()
+            step(_cosine(lr, t, steps) if cosine else lr)
+            if t >= steps - tail:
+                losses.append(per_run.detach())
+    with torch.no_grad():
+        for r, model in enumerate(models):
+            for i, s in state.items():
+                for name, tensor in s.items():
+                    if tensor is not None:
+                        getattr(model[i], name).copy_(tensor[r])
+                if hasattr(model[i], "num_batches_tracked"):
+                    model[i].num_batches_tracked.add_(steps)
+            model.train()
+    return [float(v) for v in torch.stack(losses).mean(0)]
+
+
+# --------------------------------------------------------------------------------------
+# statistics after weight averaging; int8 weights after folding
+# --------------------------------------------------------------------------------------
+def swa_experiment(seeds=(0, 1, 2), steps: int = 300, start: int = 100, lr: float = 0.05,
+                   weight_decay: float = 5e-3, batch_size: int = 64) -> tuple[list[dict], list]:
+    r"""Stochastic weight averaging on :func:`mlp` (BatchNorm): train with a constant learning
+    rate ``lr`` and ``weight_decay`` for ``steps`` steps (:func:`train_stacked`, the seeds
+    together) and average the weights from step ``start`` to the end with equal weights,
+    :math:`\bar W = \frac1K\sum_k W_k` (the default of ``torch.optim.swa_utils.AveragedModel``).
+    The averaged model is an ``AveragedModel`` of the last model whose parameters are set to
+    :math:`\bar W`; its buffers are the last model's, as ``AveragedModel`` (``use_buffers=False``)
+    keeps them. Its running statistics therefore describe the last weights, not
+    :math:`\bar W`, until ``torch.optim.swa_utils.update_bn`` recomputes them over the
+    training set (batches of ``batch_size``, a plain average: ``momentum=None``).
+
+    Returns rows (``seed``, ``last``, ``averaged_stale``, ``averaged_recomputed``: test errors
+    in %) and the list of ``(last model, averaged model)`` pairs. Used in lesson 10."""
+    from torch.optim import swa_utils
+
+    x, y, xt, yt = digits_data()
+    models = [mlp(seed=seed) for seed in seeds]
+    sums: dict = {}
+    count = [0]
+
+    def accumulate(state, t, T):
+        if t >= start:
+            for i, s in state.items():
+                for name in ("weight", "bias"):
+                    if s[name] is not None:
+                        key = (i, name)
+                        sums[key] = sums.get(key, 0) + s[name].detach().clone()
+            count[0] += 1
+
+    train_stacked(models, x, y, steps, lr=lr, batch_size=batch_size, seeds=seeds,
+                  weight_decay=weight_decay, cosine=False, on_step=accumulate)
+    rows, pairs = [], []
+    loader = [x[i:i + batch_size] for i in range(0, len(x) - batch_size + 1, batch_size)]
+    for r, (seed, model) in enumerate(zip(seeds, models)):
+        averaged = swa_utils.AveragedModel(model)
+        with torch.no_grad():
+            for (i, name), total in sums.items():  # the last weights count once more
+                getattr(averaged.module[i], name).copy_(
+                    (total[r] + getattr(model[i], name)) / (count[0] + 1))
+        stale = test_error(averaged, xt, yt)
+        with one_thread():
+            swa_utils.update_bn(loader, averaged)
+        rows.append({"seed": seed, "last": test_error(model, xt, yt), "averaged_stale": stale,
+                     "averaged_recomputed": test_error(averaged, xt, yt)})
+        pairs.append((model, averaged))
+    return rows, pairs
+
+
+def quantize_per_tensor(w: Tensor, bits: int = 8) -> Tensor:
+    r"""Symmetric fake quantisation with one scale for the whole tensor:
+    :math:`s = \max|w| / (2^{b-1} - 1)`, :math:`\hat w = s\cdot\text{clamp}(\text{round}(w/s),
+    -(2^{b-1}-1), 2^{b-1}-1)` (127 levels each side for int8). Returns :math:`\hat w` in
+    ``w``'s dtype. Used in lesson 10."""
+    top = 2 ** (bits - 1) - 1
+    scale = w.abs().max() / top
+    return (w / scale).round().clamp(-top, top) * scale
+
+
+def quantize_per_channel(w: Tensor, bits: int = 8) -> Tensor:
+    r"""As :func:`quantize_per_tensor`, with one scale per output channel (row ``w[c]``):
+    :math:`s_c = \max|w_c| / (2^{b-1} - 1)` (the weight scheme of ``torch.ao.quantization``'s
+    default x86 configuration, ``per_channel_symmetric``). Used in lesson 10."""
+    top = 2 ** (bits - 1) - 1
+    scale = w.abs().flatten(1).amax(1).reshape((-1,) + (1,) * (w.dim() - 1)) / top
+    return (w / scale).round().clamp(-top, top) * scale

@@ -7,8 +7,8 @@ r"""Normalising the weights instead of the activations (lesson 11).
   and :class:`MeanOnlyBatchNorm`.
 - Weight Standardisation (Qiao et al. 2019; Big Transfer's ``StdConv2d``):
   :func:`standardize_weight`, :class:`WSConv2d`; Batch-Channel Normalization:
-  :class:`BatchChannelNorm`; NFNets' scaled WS and adaptive gradient clipping:
-  :func:`scaled_standardize_weight`, :func:`adaptive_grad_clip`.
+  :class:`BatchChannelNorm`; scaled WS (NF-ResNets) and NFNets' adaptive gradient clipping:
+  :func:`scaled_standardize_weight`, :func:`nonlinearity_gamma`, :func:`adaptive_grad_clip`.
 - Spectral Normalisation (Miyato et al. 2018): :func:`power_iteration_step`,
   :func:`spectral_norm` (a from-scratch parametrisation with torch's names),
   :func:`reshaped_spectral_norm` and :func:`conv_operator_norm` (what torch's reshape bounds
@@ -35,11 +35,11 @@ from .progress import Progress
 
 __all__ = ["norm_except_dim", "weight_norm_weight", "weight_norm_backward", "WeightNormFunction",
            "WeightNorm", "weight_norm", "data_dependent_init", "MeanOnlyBatchNorm",
-           "standardize_weight", "WSConv2d", "BatchChannelNorm", "scaled_standardize_weight",
+           "standardize_weight", "WSConv2d", "BatchChannelNorm", "scaled_standardize_weight", "nonlinearity_gamma",
            "adaptive_grad_clip", "power_iteration_step", "SpectralNorm", "spectral_norm",
            "reshaped_spectral_norm", "conv_operator_norm", "moments", "VARIANTS",
            "digits_cnn", "train_digits_cnn", "variant_grid", "grid_summary", "layer_output_stats",
-           "plot_grid", "plot_shapes"]
+           "plot_grid", "plot_shapes", "GRID_EPOCHS", "stored_grid"]
 
 
 # --------------------------------------------------------------------------------------
@@ -287,22 +287,44 @@ class BatchChannelNorm(nn.Module):
         return self.channel_norm(self.batch_norm(x))
 
 
-def scaled_standardize_weight(w: Tensor, gain: Tensor | float = 1.0, eps: float = 1e-4) -> Tensor:
-    r"""NFNets' scaled Weight Standardisation (Brock et al. 2021), per output channel over
-    its fan-in :math:`N`:
+def nonlinearity_gamma(name: str = "relu") -> float:
+    r"""The fixed gain :math:`\gamma` of Scaled Weight Standardisation for a nonlinearity
+    (Brock, De & Smith 2021, NF-ResNets): :math:`1/\text{std}(f(z))` for
+    :math:`z \sim \mathcal N(0, 1)`, so that a unit-variance input keeps unit variance
+    through :math:`f`. For ReLU, :math:`E[f(z)^2] = 1/2` and :math:`E[f(z)] = 1/\sqrt{2\pi}`,
+    so :math:`\gamma = \sqrt{2/(1 - 1/\pi)} \approx 1.7129` (deepmind-research
+    ``nfnets/base.py`` bakes 1.7139588594436646 into its ReLU, an estimate 0.06% higher).
+    ``"linear"`` gives 1.
+    Used in lesson 11."""
+    if name == "relu":
+        return math.sqrt(2.0 / (1.0 - 1.0 / math.pi))
+    if name == "linear":
+        return 1.0
+    raise ValueError(f"name must be 'relu' or 'linear', got {name!r}")
 
-    .. math:: \hat W = \gamma\cdot\frac{W - \mu}{\sigma\sqrt N}
 
-    (biased :math:`\sigma`; :math:`\epsilon` added to :math:`\sigma^2 N`, as in the
-    reference code's ``max(var * fan_in, eps)`` up to the clamp). ``gain`` :math:`\gamma` is a
-    scalar or one value per output channel. Used in lesson 11."""
+def scaled_standardize_weight(w: Tensor, gain: Tensor | float = 1.0, gamma: float = 1.0,
+                              eps: float = 1e-4) -> Tensor:
+    r"""Scaled Weight Standardisation (introduced with NF-ResNets, Brock, De & Smith, ICLR
+    2021; used by NFNets), per output channel over its fan-in :math:`N`:
+
+    .. math:: \hat W = g \odot \gamma\,\frac{W - \mu}{\sigma\sqrt N}
+
+    with :math:`\gamma` a **fixed** constant set by the nonlinearity that follows
+    (:func:`nonlinearity_gamma`: about 1.71 for ReLU) and :math:`g` = ``gain`` a separate
+    **learnable** gain, a scalar or one value per output channel (initialised to 1, as
+    ``WSConv2D``'s ``gain`` in deepmind-research ``nfnets/base.py`` and timm's
+    ``ScaledStdConv2d``). Biased :math:`\sigma`; :math:`\epsilon` added to
+    :math:`\sigma^2 N`, as in the reference code's ``max(var * fan_in, eps)`` up to the
+    clamp. Each row then has mean 0 and norm :math:`|g_i|\,\gamma` (for :math:`\epsilon = 0`).
+    Used in lesson 11."""
     dims = list(range(1, w.dim()))
     fan_in = w[0].numel()
     mean = w.mean(dims, keepdim=True)
     var = ((w - mean) ** 2).mean(dims, keepdim=True)
     if isinstance(gain, Tensor):
         gain = gain.reshape((-1,) + (1,) * (w.dim() - 1))
-    return gain * (w - mean) / torch.sqrt(var * fan_in + eps)
+    return gain * gamma * (w - mean) / torch.sqrt(var * fan_in + eps)
 
 
 @torch.no_grad()
@@ -722,3 +744,57 @@ def plot_shapes(samples: dict[str, Tensor], normalised: dict[str, Tensor], bins:
             ax.xaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 5, 10]))
         axes[0].set_ylabel("count · 计数")
     return fig
+
+
+# --------------------------------------------------------------------------------------
+# The lesson's grid at 6 epochs, stored in results/ (too long to run inside the lesson)
+# --------------------------------------------------------------------------------------
+GRID_EPOCHS = 6  # lesson 01's schedule for the same CNN
+
+
+def stored_grid(seeds=(0, 1, 2), epochs: int = GRID_EPOCHS, workers: int = 2,
+                progress: bool = True) -> list[dict]:
+    r"""The rows of ``results/weight_norm_grid.PATH.json``: :func:`variant_grid` for every
+    variant at batch sizes 32 and 2 and every seed, ``epochs`` epochs, learning rate
+    :math:`0.1\cdot B/32`; then a diagnostic: WeightNorm alone at batch 32 with the learning
+    rate 0.01 instead of 0.1 (``base_lr`` 0.01, the rest unchanged). Every row gets
+    ``epochs`` and ``base_lr``. Used in lesson 11."""
+    rows = [{**r, "epochs": epochs, "base_lr": 0.1}
+            for r in variant_grid(batch_sizes=(32, 2), seeds=seeds, workers=workers,
+                                  progress=progress, epochs=epochs)]
+    rows += [{**r, "epochs": epochs, "base_lr": 0.01}
+             for r in variant_grid(variants=("wn",), batch_sizes=(32,), seeds=seeds,
+                                   workers=workers, progress=progress, epochs=epochs,
+                                   base_lr=0.01)]
+    return rows
+
+
+def _main(argv=None) -> None:
+    """``python -m helpers.weight_norms grid [--seeds 0 1 2]``: write
+    ``results/weight_norm_grid.PATH.json`` (:func:`stored_grid`) for the CPU path torch runs
+    on (``ATEN_CPU_CAPABILITY=avx2`` or ``=default`` in front selects one)."""
+    import argparse
+    import sys
+
+    from .results import write_results
+
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m helpers.weight_norms")
+    parser.add_argument("grid", choices=["grid"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    import importlib  # the workers must find the module by its name, not as __main__
+
+    rows = importlib.import_module("helpers.weight_norms").stored_grid(seeds=args.seeds, workers=args.workers)
+    for r in rows:
+        r.pop("seconds", None)
+    path = write_results("weight_norm_grid", rows, seeds=args.seeds, argv=argv,
+                         module="helpers.weight_norms", epochs=GRID_EPOCHS,
+                         batch_sizes=[32, 2], base_lr="0.1 x B / 32; diagnostic: 0.01 for WN at B = 32",
+                         variants=list(VARIANTS), threads_per_run=1)
+    print(f"written: {path}")
+
+
+if __name__ == "__main__":
+    _main()

@@ -289,3 +289,83 @@ def test_experiments_progress_is_one_final_line_or_nothing(capsys):
     P.placement_experiment(seeds=(0,), steps=2, progress=False)
     assert capsys.readouterr() == ("", "")
     assert P.spread([1.0, 2.0, 3.0]) == "2.0 (1.0-3.0)"
+
+
+@pytest.mark.parametrize("kw, train_kw", [
+    (dict(), dict(batch_size=64)),
+    (dict(norm="group"), dict(batch_size=16, sampler="class_sorted")),
+    (dict(norm="renorm"), dict(batch_size=8)),
+    (dict(order="relu_bn"), dict(batch_size=32, weight_decay=1e-2)),
+])
+def test_train_stacked_equals_separate_runs(kw, train_kw):
+    # the batched trainer must reproduce P.train run by run (no dropout: no random draws)
+    x, y, _, _ = P.digits_data()
+    stacked = [P.mlp(seed=s, **kw) for s in (0, 1)]
+    separate = [copy.deepcopy(m) for m in stacked]
+    on = P.set_renorm_limits if kw.get("norm") == "renorm" else None
+    losses = [P.train(m, x, y, 30, seed=s, on_step=on, **train_kw) for s, m in zip((0, 1), separate)]
+    stacked_losses = P.train_stacked(stacked, x, y, 30, seeds=(0, 1), renorm_schedule=on is not None, **train_kw)
+    assert stacked_losses == pytest.approx(losses, rel=1e-9)
+    for a, b in zip(stacked, separate):
+        for (name, t), u in zip(a.state_dict().items(), b.state_dict().values()):
+            torch.testing.assert_close(t, u, rtol=1e-9, atol=1e-10, msg=name)
+
+
+def test_train_stacked_weight_decay_per_run_and_exclusion():
+    x, y, _, _ = P.digits_data()
+    models = [P.mlp(seed=0), P.mlp(seed=0)]
+    ref = [copy.deepcopy(m) for m in models]
+    P.train_stacked(models, x, y, 20, seeds=(0, 0), weight_decay=[0.0, 5e-2], exclude_1d=True, batch_size=32)
+    P.train(ref[0], x, y, 20, seed=0, batch_size=32)
+    P.train(ref[1], x, y, 20, seed=0, batch_size=32, param_groups=P.param_groups_weight_decay(ref[1], 5e-2))
+    for a, b in zip(models, ref):
+        torch.testing.assert_close(a[3].weight, b[3].weight)
+        torch.testing.assert_close(a[1].weight, b[1].weight)
+
+
+def test_train_stacked_micro_batch_statistics_are_ghost_batches():
+    # stats_size = 4 in a batch of 8: the forward pass is ghost BatchNorm over 4 examples
+    x, y, _, _ = P.digits_data()
+    model = P.mlp(seed=0)
+    P.train_stacked([model], x, y, 1, seeds=(0,), batch_size=8, stats_size=4)
+    idx = next(P._batches(y, 8, 1, "iid", 2, torch.Generator().manual_seed(0)))
+    h = (x[idx] @ P.mlp(seed=0)[0].weight.T).detach()
+    within = torch.stack([c.var(0) for c in h.split(4)]).mean(0)      # unbiased, per group of 4
+    torch.testing.assert_close(model[1].running_var, 0.9 + 0.1 * within)
+    assert not torch.allclose(model[1].running_var, 0.9 + 0.1 * h.var(0))
+    with pytest.raises(ValueError):
+        P.train_stacked([P.mlp(seed=0)], x, y, 1, batch_size=8, stats_size=3)
+
+
+def test_sgd_step_matches_torch_optimiser():
+    torch.manual_seed(0)
+    p1 = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    p2 = p1.detach().clone().requires_grad_()
+    opt = torch.optim.SGD([p2], lr=0.1, momentum=0.9, weight_decay=1e-2)
+    step = P._sgd([{"params": [p1], "weight_decay": 1e-2}], momentum=0.9)
+    for _ in range(3):
+        g = torch.randn(4, 3, dtype=torch.float64)
+        p1.grad, p2.grad = g.clone(), g.clone()
+        step(0.1)
+        opt.step()
+    torch.testing.assert_close(p1, p2)
+
+
+def test_swa_experiment_update_bn_recomputes_statistics():
+    rows, pairs = P.swa_experiment(seeds=(0,), steps=30, start=10)
+    last, averaged = pairs[0]
+    x, _, _, _ = P.digits_data()
+    fresh = P.recompute_bn_statistics(averaged.module, x)
+    torch.testing.assert_close(fresh[1].running_mean, averaged.module[1].running_mean)
+    assert not torch.equal(averaged.module[0].weight, last[0].weight)  # the weights were averaged
+    assert set(rows[0]) == {"seed", "last", "averaged_stale", "averaged_recomputed"}
+
+
+def test_int8_fake_quantisation_by_hand():
+    w = torch.tensor([[1.0, -0.5], [0.01, 0.02]], dtype=torch.float64)
+    per_tensor = P.quantize_per_tensor(w)
+    step = 1.0 / 127
+    torch.testing.assert_close(per_tensor, torch.round(w / step) * step)
+    per_channel = P.quantize_per_channel(w)
+    torch.testing.assert_close(per_channel[1], torch.round(w[1] / (0.02 / 127)) * (0.02 / 127))
+    assert per_tensor[1, 0] == step                             # 0.01 / (1/127) = 1.27 -> one level

@@ -308,3 +308,37 @@ def test_variant_grid_rows_and_summary(capsys):
     summary = WN.grid_summary(rows)
     errs = [r["error"] for r in rows if r["variant"] == "bn"]
     assert summary["bn", 8] == (sum(errs) / 2, min(errs), max(errs))
+
+
+def test_scaled_ws_fixed_gamma_and_learnable_gain_are_separate():
+    w = _rand(5, 4, 3, 3) + 0.3
+    gain = torch.arange(1.0, 6.0, dtype=D)
+    gamma = WN.nonlinearity_gamma("relu")
+    out = WN.scaled_standardize_weight(w, gain, gamma=gamma, eps=0.0).flatten(1)
+    torch.testing.assert_close(out.norm(dim=1), gain * gamma)
+
+
+def test_relu_gamma_matches_deepmind_constant_and_sampling():
+    gamma = WN.nonlinearity_gamma("relu")
+    assert abs(gamma - math.sqrt(2 / (1 - 1 / math.pi))) < 1e-15
+    assert abs(gamma / 1.7139588594436646 - 1) < 1e-3      # deepmind-research nfnets/base.py's estimate
+    z = torch.randn(2_000_000, generator=torch.Generator().manual_seed(0), dtype=D)
+    assert abs(float(torch.relu(z).std()) * gamma - 1.0) < 2e-3  # unit variance through ReLU
+    assert WN.nonlinearity_gamma("linear") == 1.0
+    with pytest.raises(ValueError):
+        WN.nonlinearity_gamma("gelu")
+
+
+def test_stored_grid_rows_carry_epochs_and_learning_rate(monkeypatch):
+    calls = []
+
+    def fake_grid(variants=tuple(WN.VARIANTS), batch_sizes=(32, 2), seeds=(0,), **kw):
+        calls.append((tuple(variants), tuple(batch_sizes), kw.get("base_lr", 0.1), kw["epochs"]))
+        return [{"variant": v, "batch_size": b, "seed": s, "error": 1.0, "final_train_loss": 0.1}
+                for v in variants for b in batch_sizes for s in seeds]
+
+    monkeypatch.setattr(WN, "variant_grid", fake_grid)
+    rows = WN.stored_grid(seeds=(0,), workers=1, progress=False)
+    assert calls == [(tuple(WN.VARIANTS), (32, 2), 0.1, 6), (("wn",), (32,), 0.01, 6)]
+    assert len(rows) == 11 and {r["base_lr"] for r in rows} == {0.1, 0.01}
+    assert all(r["epochs"] == WN.GRID_EPOCHS for r in rows)
