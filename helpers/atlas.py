@@ -41,7 +41,7 @@ __all__ = ["frn", "evonorm_b0", "evonorm_s0", "switchable_norm", "batch_instance
            "zca_whitening_matrix", "iternorm_whitening_matrix", "PowerNorm", "scale_norm",
            "single_scale_rms_norm", "cross_iteration_mean", "conditional_batch_norm", "film",
            "AdaLNZeroBlock", "mix_ln_layout", "layernorm_scaling", "local_response_norm",
-           "moments", "ATLAS", "DECISIONS"]
+           "moments", "ATLAS", "pre_ln_stack_variance"]
 
 
 def _check_4d(x: Tensor, name: str) -> None:
@@ -67,7 +67,7 @@ def moments(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, Tensor]:
 # --------------------------------------------------------------------------------------
 def frn(x: Tensor, gamma: Tensor, beta: Tensor, tau: Tensor, eps: float = 1e-6) -> Tensor:
     r"""Filter Response Normalisation with its Thresholded Linear Unit (Singh & Krishnan,
-    CVPR 2020, arXiv 1911.09737, eqs. 1 to 3):
+    CVPR 2020, arXiv 1911.09737):
 
     $\nu^2 = \frac{1}{HW}\sum_{h,w} x^2$, $\hat x = x/\sqrt{\nu^2 + \epsilon}$,
     $y = \gamma\hat x + \beta$, $z = \max(y, \tau)$,
@@ -89,8 +89,7 @@ def _group_std(x: Tensor, groups: int, eps: float) -> Tensor:
 
 
 def evonorm_b0(x: Tensor, v1: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
-    r"""EvoNorm-B0 in training mode (Liu, Brock, Simonyan & Le, NeurIPS 2020, arXiv 2004.02967,
-    Table 1):
+    r"""EvoNorm-B0 in training mode (Liu, Brock, Simonyan & Le, NeurIPS 2020, arXiv 2004.02967):
 
     $y = \dfrac{x}{\max\big(\sqrt{s^2_{b,w,h}(x)+\epsilon},\ v_1 x + \sqrt{s^2_{w,h}(x)+\epsilon}\big)}\,\gamma + \beta$,
 
@@ -106,7 +105,7 @@ def evonorm_b0(x: Tensor, v1: Tensor, gamma: Tensor, beta: Tensor, eps: float = 
 
 def evonorm_s0(x: Tensor, v1: Tensor, gamma: Tensor, beta: Tensor, groups: int,
                eps: float = 1e-5) -> Tensor:
-    r"""EvoNorm-S0 (same paper, Table 1): batch-independent,
+    r"""EvoNorm-S0 (same paper): batch-independent,
 
     $y = \dfrac{x\,\sigma(v_1 x)}{\sqrt{s^2_{w,h,c/g}(x)+\epsilon}}\,\gamma + \beta$,
 
@@ -123,7 +122,7 @@ def evonorm_s0(x: Tensor, v1: Tensor, gamma: Tensor, beta: Tensor, groups: int,
 def switchable_norm(x: Tensor, mean_weights: Tensor, var_weights: Tensor, gamma: Tensor,
                     beta: Tensor, eps: float = 1e-5) -> Tensor:
     r"""Switchable Normalisation, training mode (Luo, Ren, Peng, Zhang & Li, ICLR 2019,
-    arXiv 1806.10779, section 3):
+    arXiv 1806.10779):
 
     $\hat x = \dfrac{x - \sum_k w_k\mu_k}{\sqrt{\sum_k w'_k\sigma_k^2 + \epsilon}}$,
     $y = \gamma\hat x + \beta$, $k \in$ (IN, LN, BN),
@@ -141,8 +140,7 @@ def switchable_norm(x: Tensor, mean_weights: Tensor, var_weights: Tensor, gamma:
 
 def batch_instance_norm(x: Tensor, rho: Tensor, gamma: Tensor, beta: Tensor,
                         eps: float = 1e-5) -> Tensor:
-    r"""Batch-Instance Normalisation, training mode (Nam & Kim, NeurIPS 2018, arXiv 1805.07925,
-    section 3):
+    r"""Batch-Instance Normalisation, training mode (Nam & Kim, NeurIPS 2018, arXiv 1805.07925):
 
     $y = \big(\rho\,\hat x^{(B)} + (1-\rho)\,\hat x^{(I)}\big)\gamma + \beta$,
     $\rho \in [0, 1]$ per channel (clipped after each update in the paper),
@@ -169,7 +167,7 @@ def _covariance(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def zca_whitening_matrix(x: Tensor, eps: float = 0.0) -> tuple[Tensor, Tensor]:
     r"""Decorrelated BatchNorm's ZCA whitening (Huang, Yang, Lang & Deng, CVPR 2018,
-    arXiv 1804.08450, section 3): for centred samples $X_c$ (m, d) with covariance
+    arXiv 1804.08450): for centred samples $X_c$ (m, d) with covariance
     $\Sigma = \frac1m X_c^\top X_c = D\Lambda D^\top$,
 
     $W_{ZCA} = D(\Lambda + \epsilon I)^{-1/2}D^\top = (\Sigma + \epsilon I)^{-1/2}$,
@@ -209,7 +207,7 @@ def iternorm_whitening_matrix(x: Tensor, iterations: int = 5, eps: float = 0.0
 # --------------------------------------------------------------------------------------
 class PowerNorm(nn.Module):
     r"""PowerNorm's forward pass (Shen, Yao, Gholami, Mahoney & Keutzer, ICML 2020,
-    arXiv 2003.07845, Algorithm 1) for (B, d) or (B, T, d) inputs, features last:
+    arXiv 2003.07845) for (B, d) or (B, T, d) inputs, features last:
 
     training: $\hat x = x/\psi_{t-1}$ with the running quadratic mean $\psi$, then
     $\psi_t^2 = \alpha\,\psi_{t-1}^2 + (1-\alpha)\,\frac1B\sum_b x_b^2$; $y = \gamma\hat x + \beta$.
@@ -237,7 +235,7 @@ class PowerNorm(nn.Module):
 
 
 def scale_norm(x: Tensor, g: Tensor | float, eps: float = 1e-5) -> Tensor:
-    r"""ScaleNorm (Nguyen & Salazar 2019, arXiv 1910.05895, section 2.3):
+    r"""ScaleNorm (Nguyen & Salazar 2019, arXiv 1910.05895):
     $y = g\,x/\max(\lVert x\rVert_2, \epsilon)$ over the last dim, with **one** learned scalar
     $g$ per layer (the paper initialises it to $\sqrt d$)."""
     return g * x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
@@ -256,8 +254,7 @@ def single_scale_rms_norm(x: Tensor, g: Tensor | float, eps: float = 1e-6) -> Te
 # --------------------------------------------------------------------------------------
 def cross_iteration_mean(past: list[tuple[Tensor, Tensor]], weight_now: Tensor,
                          compensate: bool = True) -> Tensor:
-    r"""Cross-iteration BN's idea (Yao, Cao, Zheng, Huang & Lin, CVPR 2021, arXiv 2002.05712,
-    section 3) for the mean of a linear layer's output $z = Wx$: average the means of the
+    r"""Cross-iteration BN's idea (Yao, Cao, Zheng, Huang & Lin, CVPR 2021, arXiv 2002.05712) for the mean of a linear layer's output $z = Wx$: average the means of the
     last $k$ batches, each moved to the *current* weights by a first-order Taylor step,
 
     $\mu_{t-\tau}(W_t) \approx \mu_{t-\tau}(W_{t-\tau}) +
@@ -284,8 +281,7 @@ def cross_iteration_mean(past: list[tuple[Tensor, Tensor]], weight_now: Tensor,
 # conditional recovery: conditional BN, FiLM, adaLN-Zero
 # --------------------------------------------------------------------------------------
 def film(h: Tensor, gamma: Tensor, beta: Tensor) -> Tensor:
-    r"""FiLM (Perez, Strub, de Vries, Dumoulin & Courville, AAAI 2018, arXiv 1709.07871,
-    section 2): $\mathrm{FiLM}(h) = \gamma(c)\odot h + \beta(c)$, with $\gamma, \beta$
+    r"""FiLM (Perez, Strub, de Vries, Dumoulin & Courville, AAAI 2018, arXiv 1709.07871): $\mathrm{FiLM}(h) = \gamma(c)\odot h + \beta(c)$, with $\gamma, \beta$
     of shape (N, C) predicted from the conditioning input $c$, broadcast over (H, W)."""
     view = (h.shape[0], h.shape[1]) + (1,) * (h.dim() - 2)
     return gamma.view(view) * h + beta.view(view)
@@ -293,7 +289,7 @@ def film(h: Tensor, gamma: Tensor, beta: Tensor) -> Tensor:
 
 def conditional_batch_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
     r"""Conditional BatchNorm (de Vries, Strub, Mary, Larochelle, Pietquin & Courville,
-    NeurIPS 2017, arXiv 1707.00683, section 3): BatchNorm without its own affine step, then
+    NeurIPS 2017, arXiv 1707.00683): BatchNorm without its own affine step, then
     FiLM with a per-sample $\gamma(c), \beta(c)$ of shape (N, C):
     $y = \gamma(c)\,\hat x^{(B)} + \beta(c)$."""
     _check_4d(x, "conditional_batch_norm")
@@ -399,7 +395,7 @@ def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float =
 
 
 # --------------------------------------------------------------------------------------
-# the map (section 1) and the decision table (section 4), as data the lesson prints
+# the map of lesson 14, section 1, as data the lesson prints
 # --------------------------------------------------------------------------------------
 #: (method, lesson or "14", what shares statistics, operation, recovery)
 ATLAS: list[tuple[str, str, str, str, str]] = [
@@ -435,21 +431,4 @@ ATLAS: list[tuple[str, str, str, str, str]] = [
     ("Mix-LN", "14", "features of one token", "standardise", "affine (Post-LN early, Pre-LN late)"),
     ("LayerNorm Scaling", "14", "features of one token", "standardise, then 1/sqrt(l)", "affine"),
     ("Local Response Norm", "14", "n neighbouring channels", "scale only (divisive)", "none"),
-]
-
-#: (setting, methods, backed by, established or speculative)
-DECISIONS: list[tuple[str, str, str, str]] = [
-    ("CNN, batch >= 16 per device", "BatchNorm", "Wu & He 2018, Fig. 1 (GN paper); lesson 01", "established"),
-    ("CNN, batch 1-4 per device", "GroupNorm (+ WS), FRN, EvoNorm-S0; SyncBN if several devices",
-     "Wu & He 2018 Table 2; lesson 11 §6; lesson 08", "established (GN, SyncBN); FRN/EvoNorm: papers' own ImageNet runs"),
-    ("non-i.i.d. or tiny batches, BN kept", "Batch Renorm, Cross-iteration BN", "Ioffe 2017; lesson 10", "established (Renorm); CBN: its paper only"),
-    ("Transformer / sequence model", "Pre-LN with LayerNorm or RMSNorm, final norm", "lesson 05 §§; Xiong et al. 2020", "established"),
-    ("very deep Post-LN", "DeepNorm", "lesson 06; Wang et al. 2022", "established"),
-    ("attention-logit growth", "QK-norm", "lesson 09; Dehghani et al. 2023", "established"),
-    ("deep Pre-LN LLM, weak deep layers", "Mix-LN, LayerNorm Scaling", "their papers only", "speculative"),
-    ("conditional generation", "AdaIN, conditional BN, FiLM, adaLN-Zero", "lesson 03; Peebles & Xie 2023", "established (adaLN-Zero in DiT)"),
-    ("style transfer, contrast removal", "InstanceNorm, Batch-Instance Norm", "lesson 03; Ulyanov et al. 2016", "established (IN)"),
-    ("low precision", "kernels accumulating in float32", "lesson 07 §6; lesson 04", "established"),
-    ("inference cost", "fold BN into the conv; RMSNorm over LN; DyT", "lesson 07; lesson 01; lesson 09", "established (fold); DyT: −7.8% model time in its paper"),
-    ("whitening wanted", "IterNorm over DBN (no eigendecomposition)", "Huang et al. 2019", "speculative at scale"),
 ]

@@ -190,7 +190,7 @@ def test_the_map_covers_the_methods():
                    "Cross-iteration BN", "adaLN-Zero", "Mix-LN", "LayerNorm Scaling",
                    "Local Response Norm", "BatchNorm", "LayerNorm", "RMSNorm", "WeightNorm"]:
         assert needed in names, needed
-    assert all(len(row) == 4 for row in A.DECISIONS)
+    assert all(len(row) == 5 for row in A.ATLAS)
 
 
 # ---------------------------------------------------------------- the Switchable Norm checker
