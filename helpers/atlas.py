@@ -95,7 +95,9 @@ def evonorm_b0(x: Tensor, v1: Tensor, gamma: Tensor, beta: Tensor, eps: float = 
 
     $s^2_{b,w,h}$ the batch variance per channel (BatchNorm's), $s^2_{w,h}$ the variance per
     sample and channel (InstanceNorm's), both biased; $v_1, \gamma, \beta$ per channel.
-    (At evaluation the batch variance is replaced by a moving average, as in BatchNorm.)"""
+    (At evaluation the batch variance is replaced by a moving average, as in BatchNorm.)
+    Term by term as the authors' TensorFlow code (``tensorflow/tpu``,
+    ``models/official/resnet/resnet_model.py``, ``evonorm``)."""
     _check_4d(x, "evonorm_b0")
     _, batch_var = moments(x, (0, 2, 3))
     _, inst_var = moments(x, (2, 3))
@@ -129,8 +131,10 @@ def switchable_norm(x: Tensor, mean_weights: Tensor, var_weights: Tensor, gamma:
 
     with $\mu_k, \sigma_k^2$ the biased moments over (H, W), (C, H, W) and (N, H, W). The
     paper's weights are softmaxes of learnable logits, so they are positive and sum to 1;
-    here ``mean_weights`` and ``var_weights`` (shape (3,), order IN, LN, BN) are those
-    softmaxes, so a one-hot vector (the limit of the softmax) selects one norm exactly."""
+    here ``mean_weights`` and ``var_weights`` (shape (3,), order IN, LN, BN as in the authors'
+    ``models/switchable_norm.py``) are those softmaxes, so a one-hot vector (the limit of the
+    softmax) selects one norm exactly. The authors' code takes IN's variance unbiased
+    (``x.var(-1)``); here every variance is biased, as in torch's BN, LN and IN."""
     _check_4d(x, "switchable_norm")
     stats = [moments(x, dims) for dims in ((2, 3), (1, 2, 3), (0, 2, 3))]
     mu = sum(w * m for w, (m, _) in zip(mean_weights, stats))
@@ -215,7 +219,9 @@ class PowerNorm(nn.Module):
     No mean is subtracted (the quadratic mean $\psi^2 = \mathbb E[x^2]$, not the variance), and
     the forward pass divides by the *running* statistic, so one sample's output does not depend
     on the rest of its batch. (The paper's backward pass also uses an approximate gradient
-    through $\psi$; not built here.)"""
+    through $\psi$; not built here.) The update with $\alpha = 0.9$ is that of the authors'
+    ``sIncerass/powernorm`` (``mask_powernorm.py``), which also rescales each token by its RMS
+    over channel groups first and uses batch statistics during a warmup (not built here)."""
 
     def __init__(self, num_features: int, alpha: float = 0.9, eps: float = 1e-5,
                  dtype: torch.dtype = torch.float32) -> None:
