@@ -24,7 +24,8 @@ help:
 	@echo "make lab      open the course in JupyterLab (first run installs .venv/)"
 	@echo "make lab LANG=zh  the same in one language (LANG=en or LANG=zh)"
 	@echo "make student  the student edition: outputs cleared, solutions removed, answers folded (build/student/)"
-	@echo "make restore LESSON=01  put back a lesson JupyterLab saved over (EDITION=zh|en for the copies)"
+	@echo "make restore LESSON=1  put back a lesson JupyterLab saved over (EDITION=zh|en for the copies)"
+	@echo "  (a lesson is named 1, 01 or 01_batch_norm wherever LESSON= or LESSONS= is taken)"
 	@echo "make test     run every test: helpers unit tests + strict nbval over all notebooks"
 	@echo "make test-cpu-path  strict nbval over every lesson on torch's scalar CPU code path (CPU_PATH=avx2 for AVX2)"
 	@echo "make bench    execute each notebook and print its wall time"
@@ -86,7 +87,7 @@ student: $(STAMP)
 # put back a lesson JupyterLab has saved over (your version goes to build/backup/)
 EDITION ?= bilingual
 restore: $(STAMP)
-	@[ -n "$(LESSON)" ] || { echo "name the lesson: make restore LESSON=01 (EDITION=zh for build/zh; LESSON=all for every lesson)" >&2; exit 1; }
+	@[ -n "$(LESSON)" ] || { echo "name the lesson: make restore LESSON=1 (or 01, or 01_batch_norm; EDITION=zh for build/zh; LESSON=all for every lesson)" >&2; exit 1; }
 	$(PY) -m tools.restore $(if $(filter all,$(LESSON)),--all,$(LESSON)) --edition $(EDITION)
 
 test: $(STAMP)
@@ -114,7 +115,7 @@ test-resolve: $(RESOLVE_STAMP)
 	$(PY) -m pytest -n 4 -v tests/test_install.py -k resolve
 
 bench: $(STAMP)
-	$(PY) -m tools.bench
+	$(PY) -m tools.bench $(LESSONS)
 
 # the table of lesson 07 (THREADS, REPEATS: make bench-norms THREADS=2 REPEATS=31)
 THREADS ?= 1
@@ -123,12 +124,13 @@ bench-norms: $(STAMP)
 	$(PY) -m helpers.bench_norms --threads $(THREADS) --repeats $(REPEATS)
 
 execute: $(STAMP)
-	$(PY) -m tools.bench --execute-in-place
+	$(PY) -m tools.bench --execute-in-place $(LESSONS)
 
 flashcards: $(STAMP)
 	$(PY) -m tools.flashcards
 
-# single-language editions (LESSONS="01 05" for some lessons only); the first run installs
+# single-language editions (LESSONS="1 05" for some lessons only: a lesson is named 1, 01 or
+# 01_batch_norm, tools/course.py's resolve_lesson); the first run installs
 # MathJax and reveal.js from npm into build/vendor/ (needs Node.js and npm)
 LESSONS ?=
 EXPORT_ARGS := $(if $(LESSONS),--lessons $(LESSONS),)

@@ -10,7 +10,7 @@ lives in ``tools/``). Each module, with the lessons that use it:
 - :mod:`helpers.backward`: hand-derived backward passes, checked against autograd.
   Lessons 01 to 04, 12.
 - :mod:`helpers.checks`: every exercise checker, one contract (a bilingual ``CheckResult``).
-  Lessons 00 to 08, 12.
+  Lessons 00 to 08, 12, 13.
 - :mod:`helpers.drills`: the drills (forward and backward passes, running statistics,
   folding, the SyncBN merge), graded from scratch, and their model solutions. Lesson 12.
 - :mod:`helpers.mock_interview`: a seeded, timed mock interview over every lesson's questions.
@@ -33,6 +33,9 @@ lives in ``tools/``). Each module, with the lessons that use it:
   spectral norm) and lesson 11's experiment. Lesson 11.
 - :mod:`helpers.bench_norms`: memory traffic, timings and variance algorithms of the
   normalisation kernels (``make bench-norms``). Lesson 07.
+- :mod:`helpers.kernels`: LayerNorm and RMSNorm as Triton kernels (forward, backward with a
+  two-stage dW/dB reduction), run by Triton's interpreter on a CPU, and the PTX they compile
+  to; :mod:`helpers.bench_kernels`: their timings on a CUDA GPU. Lesson 13.
 - :mod:`helpers.distributed`: synchronised BatchNorm on ``torch.distributed`` (gloo, CPU) and
   a launcher for local worker processes (imported on its own: ``from helpers import
   distributed``). Lesson 08.

@@ -188,7 +188,8 @@ def test_the_map_covers_the_methods():
     for needed in ["FRN + TLU", "EvoNorm-B0", "EvoNorm-S0", "Switchable Norm", "Batch-Instance Norm",
                    "Decorrelated BN", "IterNorm", "PowerNorm", "ScaleNorm", "single-scale RMSNorm",
                    "Cross-iteration BN", "adaLN-Zero", "Mix-LN", "LayerNorm Scaling",
-                   "Local Response Norm", "BatchNorm", "LayerNorm", "RMSNorm", "WeightNorm"]:
+                   "Local Response Norm", "BatchNorm", "LayerNorm", "RMSNorm", "WeightNorm",
+                   "adaptive gradient clipping", "fused LN / RMSNorm kernels"]:
         assert needed in names, needed
     assert all(len(row) == 5 for row in A.ATLAS)
 

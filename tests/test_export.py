@@ -223,15 +223,20 @@ def test_html_pages_have_contents_and_a_nav_bar(exported):
 
 
 def test_slides_carry_the_speaker_notes(exported):
-    """Each section's notes in its language's deck (docs/speaker_notes/, tools/speaker_notes.py)."""
-    from tools import speaker_notes
+    """Notes on every slide of each language's deck, the sections' timed notes on their heading
+    slides (docs/speaker_notes/, tools/speaker_notes.py)."""
+    from tools import slides, speaker_notes
 
     out, pages = exported
-    notes = speaker_notes.load(LESSON)
+    first = next(s for s in speaker_notes.load(LESSON) if s.heading is not None)  # the first section
+    deck = slides.split_for_slides(nbformat.read(LESSON, as_version=4))
     for page, lang in zip(pages["slides"], ("en", "zh")):
         text = page.read_text(encoding="utf-8")
-        assert text.count('<aside class="notes">') == len(notes)
-        label = speaker_notes.TIME_LABEL[lang].format(notes[0].minutes)
+        shown = export.single_language(deck, lang)
+        assert text.count('<aside class="notes">') == len(speaker_notes.slide_starts(shown, lang))
+        # (a heading slide cut in pieces shows its notes, time included, on each piece)
+        assert text.count(speaker_notes.TIME_LABEL[lang].split("{")[0]) >= len(speaker_notes.sections(shown, lang))
+        label = speaker_notes.TIME_LABEL[lang].format(first.minutes)
         assert label in text
-        other = speaker_notes.TIME_LABEL["zh" if lang == "en" else "en"].format(notes[0].minutes)
+        other = speaker_notes.TIME_LABEL["zh" if lang == "en" else "en"].format(first.minutes)
         assert other not in text

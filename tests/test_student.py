@@ -8,7 +8,8 @@ import nbformat
 import pytest
 
 from tools.course import lessons
-from tools.student import EDITIONS, export_student, hide_answers, student_notebook
+from tools.student import (EDITIONS, drop_solution_mentions, export_student, hide_answers,
+                           student_notebook)
 
 LESSONS = lessons()
 DETAILS = re.compile(r"<details><summary>[^<]*</summary>(.*?)</details>", re.S)
@@ -64,8 +65,13 @@ def test_exercise_answers_hidden():
     # the written answers of the lessons, as the full edition shows them (hand-picked)
     answers = {
         "01": ["At B = 32 the two nearly agree"],
-        "04": ["so in units of the token's own spread its output", "RMSNorm 除以的是"],
+        "02": ["Every pair becomes", "每一对都变成"],
+        "03": ["GroupNorm(6, 6) runs, but its output is 0", "GroupNorm(6, 6) 能运行，但输出"],
+        "04": ["so in units of the token's own spread its output", "RMSNorm 除以的是",
+               "LayerNorm maps a constant token to 0", "LayerNorm 把常数 token 映射为 0"],
         "05": ["with 10 warmup steps at", "不预热的 Pre-LN 在两种学习率下"],
+        "07": ["Total 6, three times a fused kernel's 2", "共 6 次，是融合内核 2 次的三倍"],
+        "08": ["Plain BatchNorm refuses to train on one value per channel", "普通 BatchNorm 拒绝在每个通道只有一个值"],
         "10": ["The stored variance is the training one"],
     }
     for path in LESSONS:
@@ -135,3 +141,120 @@ def test_model_solutions_are_collapsed_in_the_full_edition(lesson):
     for cell in lesson.cells:
         if cell.cell_type == "code" and cell.source.startswith("# model solution"):
             assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, cell.source[:60]
+
+
+# Words that point at a model solution; "collapsed" and "折叠的单元格" only ever describe the
+# hidden solution cells (folding BatchNorm into a layer is "折叠进", never "折叠的单元格")
+POINTS_AT_CELL = re.compile(r"collapsed|折叠的单元格|折叠起来的单元格", re.I)
+SPEAKS_OF_SOLUTION = re.compile(r"model solution|参考答案|参考解答", re.I)
+STUDENT = {(p.stem[:2], e): None for p in LESSONS for e in EDITIONS}
+
+
+def _student(path, edition):
+    key = (path.stem[:2], edition)
+    if STUDENT[key] is None:
+        STUDENT[key] = student_notebook(nbformat.read(path, as_version=4), edition)
+    return STUDENT[key]
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem[:2])
+def test_no_model_solution_and_no_sentence_about_one(path, edition):
+    """What a fresh clone's student edition shows: no line of a model solution's code, and no
+    sentence that speaks of a model solution where there is none (lesson 12's drills keep
+    theirs in helpers.drills, shown on request: there the words stay true)."""
+    full = nbformat.read(path, as_version=4)
+    solutions = [c.source for c in full.cells if c.cell_type == "code"
+                 and c.source.lstrip().startswith("# model solution")]
+    others = "\n".join(c.source for c in full.cells if c.source not in solutions)
+    nb = _student(path, edition)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    for source in solutions:
+        for line in source.splitlines()[1:]:
+            if len(line.strip()) > 12 and line not in others:
+                assert line not in code, line
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        visible = _visible(cell.source)
+        assert not POINTS_AT_CELL.search(visible), (cell.id, visible[:300])
+        if solutions:
+            assert not SPEAKS_OF_SOLUTION.search(visible), (cell.id, visible[:300])
+
+
+def _exercises(nb, tag):
+    """Per exercise of ``nb``'s exercises sections, in the language ``tag``: the list of its
+    units, ("code", source) or ("prose", visible paragraph)."""
+    exercises, inside = [], False
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            if inside and exercises:
+                exercises[-1].append(("code", cell.source))
+            continue
+        if tag not in cell.metadata.get("tags", []) or "question" in cell.metadata["tags"]:
+            continue
+        for paragraph in re.split(r"\n\s*\n", _visible(cell.source)):
+            if paragraph.startswith("## "):
+                inside = bool(re.match(r"## \d+\. (Exercises|练习)$", paragraph.splitlines()[0]))
+            elif inside and re.match(r"\*\*(Exercise|练习) \d", paragraph):
+                exercises.append([("start", paragraph)])
+            elif inside and exercises and paragraph.strip():
+                exercises[-1].append(("prose", paragraph))
+    return exercises
+
+
+@pytest.mark.parametrize("edition", EDITIONS)
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem[:2])
+def test_no_visible_prose_after_an_exercise_runs(path, edition):
+    """An exercise's prose after its last code cell explains what the code printed: the
+    answer. In the student edition it is folded, in every exercise of every lesson."""
+    nb = _student(path, edition)
+    tags = ["lang-en", "lang-zh"] if edition == "bilingual" else [f"lang-{edition}"]
+    count = 0
+    for tag in tags:
+        for exercise in _exercises(nb, tag):
+            kinds = [k for k, _ in exercise]
+            if "code" not in kinds:
+                continue
+            count += 1
+            last = len(kinds) - 1 - kinds[::-1].index("code")
+            assert [text for _, text in exercise[last + 1:]] == [], exercise[0][1][:80]
+    if path.stem[:2] in ("01", "02", "03", "04", "07", "08"):
+        assert count  # the scan found the exercises it is about
+
+
+@pytest.mark.parametrize("before, after", [
+    ("Then fix it (a model solution is in the collapsed cell after it).", "Then fix it."),
+    ("然后修正它（其后折叠的单元格中有参考答案）。", "然后修正它。"),
+    ("Both modes; the collapsed cell after it holds a model solution and runs the test on it.", "Both modes."),
+    ("两种模式下对照；其后折叠的单元格中是参考答案，并用测试检验了它。", "两种模式下对照。"),
+    ("Run it. A model solution follows in a collapsed cell; try it yourself first.", "Run it."),
+    ("反复运行。下面折叠的单元格中有参考答案，请先自己尝试。", "反复运行。"),
+    ("**Exercise 2 (write both).** Write both, attention first. A model solution:",
+     "**Exercise 2 (write both).** Write both, attention first."),
+    ("**练习 2（两个都写）。** 写出两个，先注意力后前馈。参考答案：", "**练习 2（两个都写）。** 写出两个，先注意力后前馈。"),
+    ("A model solution:", ""),
+    ("Predict what it says (a, b), then read the model solution after it.", "Predict what it says (a, b)."),
+    ("先预测它会说什么（a、b），再看其后的参考答案。", "先预测它会说什么（a、b）。"),
+    ("Predict, then fix it; a model solution follows.\n\nMore.", "Predict, then fix it.\n\nMore."),
+    ("No solution is named here (1, 2).", "No solution is named here (1, 2)."),
+])
+def test_words_about_a_removed_solution_go(before, after):
+    assert drop_solution_mentions(before) == after
+
+
+def test_answer_after_an_exercise_is_folded_and_instructions_stay():
+    en = lambda s: _md(s, "lang-en")  # noqa: E731
+    code = nbformat.v4.new_code_cell
+    nb = nbformat.v4.new_notebook(cells=[
+        en("## 3. Exercises\n\n**Exercise 1.** Predict."), code("print(1)"),
+        en("It prints 1.\n\n**Exercise 2.** Write it."), code("first_try()"), en("Fix it."),
+        code("# model solution\nx = 2", metadata={"jupyter": {"source_hidden": True}}),
+        en("**Exercise 3.** No code."), en("## 4. Interview questions\n\nAfter."), code("y = 3"),
+        en("Not an exercise."),
+    ])
+    out = student_notebook(nb, "en")
+    sources = [c.source for c in out.cells if c.cell_type == "markdown"]
+    assert sources[1] == ("<details><summary>Answer</summary>\n\nIt prints 1.\n\n</details>\n\n"
+                          "**Exercise 2.** Write it.")
+    assert sources[2] == "Fix it." and sources[-1] == "Not an exercise."

@@ -7,6 +7,7 @@ an idle machine and read them as a measurement, not a promise.
 
     python -m tools.bench                      # time every notebook
     python -m tools.bench notebooks/00_introduction.ipynb
+    python -m tools.bench 1 05                 # lessons 01 and 05 (make bench LESSONS="1 5")
     python -m tools.bench --execute-in-place   # rewrite the notebooks with fresh outputs
     python -m tools.bench --threads 2          # pin torch's thread count in the kernels
 """
@@ -19,16 +20,25 @@ import pathlib
 import sys
 import time
 
-from .course import ROOT, lessons
+from .course import ROOT, lesson_paths, lessons
 NOTEBOOK_AIM_S = 30.0
 NOTEBOOK_BUDGET_S = 60.0
 COURSE_BUDGET_S = 200.0
 
 
-def _notebooks(paths: list[str]) -> list[pathlib.Path]:
-    if paths:
-        return [pathlib.Path(p).resolve() for p in paths]
-    return lessons()
+def _notebooks(names: list[str]) -> list[pathlib.Path]:
+    """The notebooks to run: an argument ending in ``.ipynb`` that is a file is that notebook
+    (a lesson or any other, e.g. a copy in build/zh); any other argument names a lesson
+    (``1``, ``01``, ``01_batch_norm``: :func:`tools.course.resolve_lesson`). No arguments:
+    every lesson. Raises ``ValueError`` for a name that is not exactly one lesson."""
+    if not names:
+        return lessons()
+    out = []
+    for name in names:
+        path = pathlib.Path(name)
+        out.append(path.resolve() if name.endswith(".ipynb") and path.is_file()
+                   else lesson_paths([name])[0])
+    return out
 
 
 def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> float:
@@ -55,7 +65,9 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("notebooks", nargs="*", help="notebooks to run (default: all lessons)")
+    parser.add_argument("notebooks", nargs="*",
+                        help="notebook files, or lessons by number or name (1, 01, 01_batch_norm); "
+                             "default: all lessons")
     parser.add_argument("--execute-in-place", action="store_true",
                         help="write the executed notebooks back (fresh outputs)")
     parser.add_argument("--threads", type=int, default=None,
@@ -68,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
-    paths = _notebooks(args.notebooks)
+    try:
+        paths = _notebooks(args.notebooks)
+    except ValueError as err:
+        parser.error(str(err))
     if not paths:
         print("no notebooks found", file=sys.stderr)
         return 1

@@ -3,10 +3,14 @@
 JupyterLab saves a notebook as you work (and autosaves every two minutes), so the lesson you
 opened is the lesson you changed. To start a lesson afresh:
 
-    python -m tools.restore 01                  # notebooks/01_batch_norm.ipynb, bilingual
+    python -m tools.restore 1                   # notebooks/01_batch_norm.ipynb, bilingual
     python -m tools.restore 01 --edition zh     # build/zh/01_batch_norm.ipynb (make lab LANG=zh)
     python -m tools.restore --all               # every lesson of the edition
-    make restore LESSON=01 [EDITION=zh]         # the same with make
+    make restore LESSON=1 [EDITION=zh]          # the same with make
+
+A lesson is named by its number (``1``, ``01``) or its name (``01_batch_norm``), see
+:func:`tools.course.resolve_lesson`: ``1`` is lesson 01 only, and a name that is not exactly
+one lesson is refused before anything is written.
 
 The lesson is taken from the last commit of the clone (``git show HEAD:notebooks/...``), so
 your other changes to the repository do not matter; a single-language copy is made from that
@@ -27,8 +31,8 @@ import sys
 
 import nbformat
 
-from .course import BUILD, ROOT
-from .export import LANG_TAGS, lesson_paths, record_exported, single_language
+from .course import BUILD, ROOT, lesson_paths
+from .export import LANG_TAGS, record_exported, single_language
 
 EDITIONS = ("bilingual", *LANG_TAGS)
 BACKUP = BUILD / "backup"
@@ -80,7 +84,8 @@ def restore(lesson: pathlib.Path, edition: str = "bilingual", build: pathlib.Pat
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("lessons", nargs="*", metavar="NN", help="lesson prefixes, e.g. 01 05")
+    parser.add_argument("lessons", nargs="*", metavar="NN",
+                        help="lessons by number or name, e.g. 1 05 02_layer_norm")
     parser.add_argument("--all", action="store_true", help="every lesson")
     parser.add_argument("--edition", default="bilingual", choices=EDITIONS)
     args = parser.parse_args(argv)

@@ -31,6 +31,8 @@ checker                         module                                lesson
 :func:`check_weight_norm`       :mod:`helpers.checks.weight_norms`    11
 :func:`check_weight_norm_grad`  :mod:`helpers.checks.weight_norms`    11
 :func:`check_power_iteration`   :mod:`helpers.checks.weight_norms`    11
+:func:`check_rms_norm_kernel`   :mod:`helpers.checks.kernels`         13
+:func:`check_layer_norm_backward_kernel`  :mod:`helpers.checks.kernels`  13
 ==============================  ====================================  ==========================
 
 A new checker is a list of :class:`Case`, a reference and a catalogue of :class:`Mistake`,
@@ -61,6 +63,7 @@ from .transformer import check_block_forward
 from .todays_transformers import check_dyt_module, check_qk_norm_attention
 from .variance import check_variance
 from .weight_norms import check_power_iteration, check_weight_norm, check_weight_norm_grad
+from .kernels import check_layer_norm_backward_kernel, check_rms_norm_kernel
 
 __all__ = ["CheckResult", "Case", "Mistake", "run_cases", "check_layer_norm", "check_batch_norm",
            "check_rms_norm", "check_group_norm", "check_batch_norm_eval", "check_block_forward",
@@ -68,7 +71,7 @@ __all__ = ["CheckResult", "Case", "Mistake", "run_cases", "check_layer_norm", "c
            "check_weight_decay_groups", "check_frozen_batch_norm", "check_batch_renorm",
            "check_weight_norm", "check_weight_norm_grad", "check_power_iteration",
            "check_bn_backward", "check_ln_backward", "check_bn_running_stats", "check_fold_bn",
-           "check_sync_bn_merge"]
+           "check_sync_bn_merge", "check_rms_norm_kernel", "check_layer_norm_backward_kernel"]
 
 from .atlas import check_frn, check_switchable_norm  # noqa: E402  (lesson 14)
 
