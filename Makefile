@@ -17,7 +17,7 @@ STAMP := $(VENV)/.installed
 # pytest workers for `make test` (override: make test JOBS=1)
 JOBS ?= 2
 
-.PHONY: lab student restore test test-cpu-path test-fast test-resolve bench bench-norms execute flashcards export \
+.PHONY: lab student restore test test-cpu-path test-fast test-resolve bench bench-norms execute flashcards export audit-graders \
 	slides slide-fit test-exports test-browser check-python clean help
 
 help:
@@ -28,6 +28,7 @@ help:
 	@echo "  (a lesson is named 1, 01 or 01_batch_norm wherever LESSON= or LESSONS= is taken)"
 	@echo "make test     run every test: helpers unit tests + strict nbval over all notebooks"
 	@echo "make test-cpu-path  strict nbval over every lesson on torch's scalar CPU code path (CPU_PATH=avx2 for AVX2)"
+	@echo "make audit-graders  run every checker and drill on the bank of wrong and right solutions (tests/grader_bank)"
 	@echo "make bench    execute each notebook and print its wall time"
 	@echo "make execute  re-execute every notebook in place (after changing helpers/)"
 	@echo "make bench-norms  time the normalisation kernels against a copy (CPU, and GPU if present)"
@@ -101,6 +102,11 @@ test-cpu-path: $(STAMP)
 	ATEN_CPU_CAPABILITY=$(CPU_PATH) $(PY) -m pytest -n $(JOBS) --dist loadscope --nbval \
 		--nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg notebooks
 
+# every checker and drill on tests/grader_bank: wrong rejected, right diagnosis, right accepted
+# (fails below 100 % rejected or accepted; tests/test_grader_audit.py runs it in make test)
+audit-graders: $(STAMP)
+	$(PY) -m tools.grader_audit
+
 test-fast: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests
 
@@ -152,8 +158,8 @@ $(BROWSER_STAMP): requirements-browser.txt $(STAMP)
 	touch $(BROWSER_STAMP)
 
 test-browser: $(BROWSER_STAMP)
-	$(PY) -m tools.export notebooks html --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
-	$(PY) -m tools.export slides
+	$(PY) -m tools.export notebooks --lessons $(or $(BROWSER_LESSON),03_instance_and_group_norm)
+	$(PY) -m tools.export html slides
 	BROWSER_LESSON=$(or $(BROWSER_LESSON),03_instance_and_group_norm) \
 		$(PY) -m pytest -v browser_tests
 	@echo "screenshots: build/browser/"

@@ -1,16 +1,23 @@
 """Real-browser checks (``make test-browser``): headless Chromium, driven by Playwright.
 
-1. JupyterLab on localhost: open a lesson, run all cells from the Run menu, and check that
-   every code cell ran, that only cells tagged ``raises-exception`` show an error, that the
+1. JupyterLab on localhost: open a lesson, check that each explorer shows its starting
+   figure once before it is run (no saved copy of the widget), run all cells from the Run
+   menu, and check that every code cell ran, that only cells tagged ``raises-exception`` show an error, that the
    figures and the typeset math appear, and that an explorer's slider redraws its figure.
+   The kernel starts without ipykernel's "susceptible to eavesdropping" warning (the server
+   configuration of tools.lab_setup), and Chinese text is drawn in the course's bundled font
+   (JupyterLab's custom CSS) on a machine with no Chinese font of its own.
 2. The lesson's English copy (``build/en``) as a live RISE slideshow inside JupyterLab:
    slides render and advance, with nothing fetched from the internet.
 3. One page of the HTML edition and one exported slide deck, opened from disk with every
    request off this machine refused: the math is typeset, the course font is used, no file
    is missing, and → steps through every slide of the deck.
 4. Every slide of every deck (``build/slides``, both languages) fits a 1280 × 720 and a
-   1920 × 1080 window: nothing below the slide's height, no code or output line cut at the
-   right (``tools.slide_fit``; ``python -m tools.slide_fit`` prints the same report).
+   1920 × 1080 window, measured once its math is typeset: nothing below the slide's height,
+   no slide that grows after it is shown, no code or output line cut at the right, no formula
+   in a table broken across lines; and no formula in a table cell of any page of the HTML
+   edition (``build/html``, both languages) is broken across lines (``tools.slide_fit``;
+   ``python -m tools.slide_fit`` prints the same report).
 
 Screenshots go to ``build/browser/``. Chromium is Debian's (``/usr/bin/chromium``, or the
 path in ``$CHROMIUM``); Playwright's own browser download is never used. The lesson is
@@ -121,6 +128,13 @@ def jupyterlab(tmp_path_factory):
     root = tmp / "course"
     (root / "notebooks").mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / f"{LESSON}.ipynb", root / "notebooks")
+    # trusted, as tools.lab_setup makes the lessons (a trusted notebook draws saved widgets)
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    (tmp / "data").mkdir()
+    lesson_copy = root / "notebooks" / f"{LESSON}.ipynb"
+    NotebookNotary(data_dir=str(tmp / "data")).sign(nbformat.read(lesson_copy, as_version=4))
     shutil.copytree(ROOT / "images", root / "images")
     english = BUILD / "en" / f"{LESSON}.ipynb"  # the single-language copy, for RISE
     if not english.exists():
@@ -136,6 +150,14 @@ def jupyterlab(tmp_path_factory):
         f = settings / f"{plugin}.jupyterlab-settings"
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(json.dumps(values))
+    # the server configuration that tools.lab_setup writes into the course's environment at
+    # install and at every `make lab` (encrypted kernel connections, the course's Chinese font
+    # through JupyterLab's custom CSS), found through JUPYTER_CONFIG_PATH
+    sys.path.insert(0, str(ROOT))
+    from tools import lab_setup
+
+    config_path, _ = lab_setup.write_server_config(tmp / "prefix")
+    lab_setup.write_custom_css(tmp / "config")  # the user's ~/.jupyter, here a fresh one
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
            "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
@@ -144,7 +166,10 @@ def jupyterlab(tmp_path_factory):
     if hasattr(os, "getuid") and os.getuid() == 0:
         cmd.append("--allow-root")
     log = open(tmp / "jupyterlab.log", "w")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_DATA_DIR": str(tmp / "data"),
+           "JUPYTER_CONFIG_PATH": os.pathsep.join([str(config_path.parent),
+                                                   os.environ.get("JUPYTER_CONFIG_PATH", "")])}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -181,9 +206,11 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
     nb = _lesson_notebook()
     code = _code_cells(nb)
     must_raise = [i for i, c in enumerate(code) if "raises-exception" in c["metadata"].get("tags", [])]
-    committed_pngs = sum(1 for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-    explorers = [i for i, c in enumerate(code) for o in c.get("outputs", [])
-                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    explorers = [i for i, c in enumerate(code)
+                 if re.search(r"\b\w+_explorer\(", "".join(c["source"]))]
+    # (an explorer's saved picture is drawn inside its widget once it runs)
+    committed_pngs = sum(1 for i, c in enumerate(code) if i not in explorers
+                         for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
 
     offline = Offline(browser, allow_localhost=True)
     page = offline.page()
@@ -195,6 +222,20 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
     finally:
         page.screenshot(path=str(SHOTS / f"lab_{LESSON}_opened.png"))
     _wait_kernel_idle(page, 120)
+
+    # before it is run, an explorer shows its starting figure once (or, where the cell above
+    # holds the figure, its one line of text), not a copy of the widget with a slider that
+    # moves nothing and "disconnected" marks
+    page.wait_for_timeout(3000)  # time for JupyterLab to draw any saved widget
+    for n, i in enumerate(explorers):
+        cell = cells.nth(i)
+        cell.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"lab_{LESSON}_explorer_before_run_{n}.png"))
+        pictures = cell.locator(".jp-OutputArea-output img").count()
+        widgets = cell.locator(".jupyter-widgets, .widget-slider, .jupyter-widgets-disconnected").count()
+        assert widgets == 0 and pictures <= 1, (
+            f"explorer cell {i} before it is run: {pictures} pictures, {widgets} widget parts")
+        assert pictures == 1 or "needs a running kernel" in cell.locator(".jp-OutputArea").inner_text()
 
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
@@ -243,6 +284,8 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
         cell = cells.nth(explorers[0])
         widget_img = cell.locator(".jupyter-widgets img").first
         widget_img.wait_for(timeout=30_000)
+        # run, it shows its figure once: inside the widget
+        assert cell.locator(".jp-OutputArea-output img").count() == 1
         before = widget_img.get_attribute("src")
         handle = cell.locator(".widget-slider .noUi-handle, .widget-slider input").first
         handle.focus()
@@ -253,6 +296,48 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
         page.screenshot(path=str(SHOTS / f"lab_{LESSON}_explorer.png"))
 
     offline.assert_clean()
+    offline.context.close()
+    # the kernel ran over an encrypted connection: ipykernel did not warn at its start
+    log = (lab_root.parent / "jupyterlab.log").read_text(encoding="utf-8")
+    assert "Starting the kernel" in log or "Kernel started" in log, log[-2000:]
+    assert "eavesdropping" not in log, [line for line in log.splitlines() if "eavesdropping" in line]
+
+
+def _system_has_chinese_font() -> bool:
+    fc = shutil.which("fc-list")
+    return bool(fc and subprocess.run([fc, ":lang=zh", "family"], capture_output=True,
+                                      text=True).stdout.strip())
+
+
+def test_chinese_cells_use_the_course_font_in_jupyterlab(browser, jupyterlab):
+    """JupyterLab loads the course's custom.css (tools.lab_setup), so Chinese text has a font
+    even on a machine without a Chinese font of its own (``fc-list :lang=zh`` empty): then
+    the course's bundled font draws it. The screenshot shows a Chinese cell."""
+    base, token, _ = jupyterlab
+    offline = Offline(browser, allow_localhost=True)
+    page = offline.page()
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"{base}/lab/tree/notebooks/{LESSON}.ipynb?token={token}")
+    page.wait_for_selector(".jp-MarkdownCell .jp-RenderedMarkdown", timeout=90_000)
+    assert page.locator("link[href$='custom/custom.css']").count() == 1, "custom.css not loaded"
+    cell = page.locator(".jp-MarkdownCell .jp-RenderedMarkdown p", has_text=re.compile("[\u4e00-\u9fff]{4}")).first
+    cell.scroll_into_view_if_needed()
+    page.wait_for_function("() => document.fonts.check('16px \"Course Noto Sans CJK SC\"', '中文')",
+                           timeout=30_000)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    page.wait_for_timeout(300)
+    system_font = _system_has_chinese_font()
+    page.screenshot(path=str(SHOTS / f"lab_{LESSON}_chinese{'' if system_font else '_no_system_font'}.png"))
+    offline.assert_clean()
+    cell.evaluate("el => el.id = 'course-font-probe'")
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "#course-font-probe"})["nodeId"]
+    fonts = {f["familyName"]: f["glyphCount"] for f in cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]}
+    if not system_font:
+        assert fonts.get("Course Noto Sans CJK SC", 0) > 0, f"Chinese drawn with {fonts}"
     offline.context.close()
 
 
@@ -362,7 +447,10 @@ def test_slides_offline(browser):
 
 def test_every_slide_fits_the_screen(browser):
     """Each deck of each language is loaded once per window size and all its slides are
-    measured in one script (tools.slide_fit.MEASURE_JS)."""
+    measured in one script (tools.slide_fit.MEASURE_JS), each once it has settled (its math
+    typeset): none may be taller than the deck, grow after it is shown, or hold a formula
+    broken across lines in a table. Every page of the HTML edition, in both languages, is
+    opened once: no formula in a table cell may be broken across lines (tools.slide_fit.HTML_JS)."""
     from tools import slide_fit
     from tools.course import lessons
 
@@ -374,13 +462,21 @@ def test_every_slide_fits_the_screen(browser):
     stale = [str(p) for lang, p in decks
              if p.stat().st_mtime < (ROOT / "notebooks" / p.name.replace(".slides.html", ".ipynb")).stat().st_mtime]
     assert not stale, f"decks older than their notebooks (run make slides): {stale}"
+    pages = slide_fit.page_paths()
+    found = {(lang, p.stem) for lang, p in pages}
+    missing = sorted(expected - found)
+    assert not missing, f"HTML pages missing (run make export): {missing}"
+    summaries = []
+    html_lines = slide_fit.measure_html(browser, pages, log=summaries.append)
     reports = slide_fit.measure(browser, decks)
-    lines = [line for r in reports for line in r.offender_lines()]
-    (SHOTS / "slide_fit.txt").write_text("\n".join(r.summary() for r in reports) + "\n"
-                                         + "\n".join(lines) + "\n", encoding="utf-8")
+    lines = html_lines + [line for r in reports for line in r.offender_lines()]
+    (SHOTS / "slide_fit.txt").write_text(
+        "\n".join([s for s in summaries if not s.startswith("  ")] + [r.summary() for r in reports])
+        + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
     assert len(reports) == len(decks) * len(slide_fit.WINDOWS)
     assert all(r.slides for r in reports)
-    assert not lines, f"{len(lines)} overflows (deck, slide h/v, window):\n" + "\n".join(lines)
+    assert not lines, (f"{len(lines)} problems (HTML pages: formulas broken in table cells; decks: "
+                       f"slide h/v, window):\n" + "\n".join(lines))
 
 
 # ------------------------------------------------------------------ the reading edition's contents, the speaker view

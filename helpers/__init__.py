@@ -9,8 +9,10 @@ lives in ``tools/``). Each module, with the lessons that use it:
   Lessons 00, 01, 04.
 - :mod:`helpers.backward`: hand-derived backward passes, checked against autograd.
   Lessons 01 to 04, 12.
-- :mod:`helpers.checks`: every exercise checker, one contract (a bilingual ``CheckResult``).
-  Lessons 00 to 08, 12, 13.
+- :mod:`helpers.checks`: every exercise checker, one contract (a bilingual ``CheckResult``),
+  imported on its own (``from helpers.checks import check_layer_norm``): no other module of
+  the library imports a checker, and ``python -m tools.grader_audit`` runs them on a bank of
+  wrong and right solutions. Lessons 00 to 08, 12, 13.
 - :mod:`helpers.drills`: the drills (forward and backward passes, running statistics,
   folding, the SyncBN merge), graded from scratch, and their model solutions. Lesson 12.
 - :mod:`helpers.mock_interview`: a seeded, timed mock interview over every lesson's questions.
@@ -48,7 +50,7 @@ lives in ``tools/``). Each module, with the lessons that use it:
   Every lesson.
 """
 
-from . import backward, checks, functional, norms
+from . import backward, functional, norms
 
-__all__ = ["functional", "norms", "backward", "checks"]
+__all__ = ["functional", "norms", "backward"]
 __version__ = "0.1.0"

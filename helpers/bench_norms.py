@@ -302,10 +302,12 @@ def naive_moments(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def two_pass_moments(x: Tensor) -> tuple[Tensor, Tensor]:
     r"""Mean and biased variance over the last dim in two passes: the mean first, then
-    :math:`\sigma^2 = \overline{(x - \bar x)^2}` (:func:`helpers.functional.centred_moments`).
+    :math:`\sigma^2 = \overline{(x - \bar x)^2}` (:func:`helpers.functional.centred_moments`
+    without its correction of the mean's rounding error, so that the table shows what that
+    error costs).
 
     Lesson 07."""
-    mean, _, var = HF.centred_moments(x, [-1])
+    mean, _, var = HF.centred_moments(x, [-1], corrected=False)
     return mean.squeeze(-1), var.squeeze(-1)
 
 
@@ -964,11 +966,3 @@ def _record_one_thread(args, argv: list[str] | None, load_before) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def __getattr__(name: str):
-    # the checker lives in helpers.checks; this name keeps older notebooks working
-    if name == "check_variance":
-        from .checks import check_variance
-        return check_variance
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -868,11 +868,3 @@ def resnet50_layout() -> dict[str, Any]:
             in_ch = 4 * width
     params += 2048 * 1000 + 1000
     return {"bn_channels": bn, "parameters": params}
-
-
-def __getattr__(name: str):
-    # the checker lives in helpers.checks; this name keeps older notebooks working
-    if name == "check_merge":
-        from .checks import check_merge
-        return check_merge
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

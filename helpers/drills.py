@@ -1,6 +1,6 @@
 r"""Five-minute drills: write a normalisation forward pass from a blank function, grade it.
 
-Five drills, each graded by a checker that names the mistake it recognises:
+Ten drills, each graded by a checker that names the mistake it recognises:
 
 ============================  ==============================================  ======================
 drill                         signature                                       graded by
@@ -18,6 +18,7 @@ drill                         signature                                       gr
 ``"bn_running_stats"``        ``fn(x, weight, bias, running_mean,             ``checks.check_bn_running_stats``
                               running_var, training, momentum, eps)``
                               ``-> (y, running_mean, running_var)``
+                              (buffers ``None``: a fresh layer)
 ``"fold_bn"``                 ``fn(weight, bias, bn_weight, bn_bias,          ``checks.check_fold_bn``
                               running_mean, running_var, eps)``
                               ``-> (folded_weight, folded_bias)``
@@ -144,9 +145,13 @@ def ln_backward(grad_output, x, weight, eps):
 
 def bn_running_stats(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """BatchNorm's forward with its buffers: batch statistics in training (biased variance
-    to normalise, unbiased into running_var), running statistics in eval."""
+    to normalise, unbiased into running_var), running statistics in eval. Buffers of None
+    are a freshly built layer's: zeros and ones, as nn.BatchNorm1d registers them."""
     dims = [0] + list(range(2, x.dim()))
     shape = [1, -1] + [1] * (x.dim() - 2)
+    if running_mean is None:                            # a fresh layer
+        running_mean = torch.zeros(x.shape[1], dtype=x.dtype)
+        running_var = torch.ones(x.shape[1], dtype=x.dtype)    # not zeros: see eval before training
     if training:
         mean = x.mean(dims)
         var = (x - mean.view(shape)).square().mean(dims)   # biased: normalises

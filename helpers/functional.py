@@ -17,8 +17,18 @@ All five share one recipe. For an index set :math:`S` of elements that share sta
 (RMSNorm drops :math:`\mu` and divides by :math:`\sqrt{\overline{x^2}+\epsilon}`). The
 variance is the biased one (divide by :math:`|S|`) and is computed in two passes (mean
 first, then the mean of squared deviations), never as :math:`E[x^2]-E[x]^2`, which cancels
-catastrophically in float32. Half-precision inputs (float16, bfloat16) are computed in
-float32 and the result is cast back to the input dtype, as PyTorch's kernels do.
+catastrophically in float32. The second pass also averages the deviations themselves and
+removes that average (the *corrected* two-pass algorithm of Chan, Golub & LeVeque, 1983): the
+rounded mean of n equal values can be one unit in the last place away from them, and without
+the correction a constant row would normalise to a multiple of :math:`1/\sqrt{\epsilon}` of
+that rounding error instead of to exactly 0 (and to :math:`\pm 1` instead of NaN at
+:math:`\epsilon = 0`). Half-precision inputs (float16, bfloat16) are computed in float32
+and the result is cast back to the input dtype, as PyTorch's kernels do; so are their
+gradients.
+
+Arguments are checked as ``torch.nn.functional`` checks them: the same exception class
+(``TypeError`` for an argument of the wrong type, ``RuntimeError`` or ``ValueError`` for a
+bad shape, dtype or value), with a message that names the sizes involved.
 """
 
 from __future__ import annotations
@@ -44,16 +54,31 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _HALF else dtype
 
 
-def centred_moments(x: Tensor, dims: Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+def centred_moments(x: Tensor, dims: Sequence[int], *, corrected: bool = True
+                    ) -> tuple[Tensor, Tensor, Tensor]:
     r"""Mean, centred input and biased variance over ``dims`` (kept as size-1 dims), in two
     passes; the centred input is returned so callers do not subtract the mean twice.
 
-    .. math:: \mu = \tfrac{1}{n}\sum x,\qquad x - \mu,\qquad
-              \sigma^2 = \tfrac{1}{n}\sum (x-\mu)^2
+    .. math:: \mu = \tfrac{1}{n}\sum x,\qquad d = x - \mu,\qquad
+              \delta = \tfrac{1}{n}\sum d,\qquad
+              x - (\mu + \delta) = d - \delta,\qquad
+              \sigma^2 = \tfrac{1}{n}\sum (d - \delta)^2
+
+    In exact arithmetic :math:`\delta = 0`. In floating point :math:`\delta` is the rounding
+    error of :math:`\mu` (the corrected two-pass algorithm, Chan, Golub & LeVeque, 1983,
+    *The American Statistician* 37(3)): for n equal values the rounded mean can be an ulp
+    off, every :math:`d` is then that same error, :math:`\delta` equals it exactly, and the
+    centred values and the variance come out exactly 0, as in torch's own kernels.
+    ``corrected=False`` gives the plain two-pass method (:math:`\delta` taken as 0; lesson
+    07, section 6 measures its error).
     """
     dims = list(dims)
     mean = x.mean(dim=dims, keepdim=True)
     centred = x - mean
+    if corrected:
+        error = centred.mean(dim=dims, keepdim=True)  # the rounding error of the mean
+        centred = centred - error
+        mean = mean + error
     return mean, centred, centred.square().mean(dim=dims, keepdim=True)
 
 
@@ -99,6 +124,35 @@ def _check_floating(name: str, input: Tensor) -> None:
         )
 
 
+def _is_real_number(v: object) -> bool:
+    """What torch's argument parser takes for a ``float`` argument: a Python or NumPy real
+    number (bool included) or a 0-d real tensor."""
+    if isinstance(v, Tensor):
+        return v.dim() == 0 and not v.is_complex()
+    return isinstance(v, numbers.Real) or (type(v).__module__ == "numpy"
+                                           and type(v).__name__ == "bool")
+
+
+def _is_integer(v: object) -> bool:
+    """What torch's argument parser takes for an ``int`` argument: a Python or NumPy integer
+    (not a bool) or a 0-d integer tensor."""
+    if isinstance(v, Tensor):
+        return v.dim() == 0 and not v.is_floating_point() and not v.is_complex() \
+            and v.dtype != torch.bool
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _check_arg(name: str, pname: str, position: int, value: object, kind: str,
+               hint: str = "") -> None:
+    """Raise torch's TypeError when ``value`` is not of ``kind`` ("float", "float or None",
+    "bool" or "int"), as torch.nn.functional's parser does before any computation."""
+    ok = {"float": _is_real_number, "float or None": lambda v: v is None or _is_real_number(v),
+          "bool": lambda v: isinstance(v, bool), "int": _is_integer}[kind](value)
+    if not ok:
+        raise TypeError(f"{name}(): argument '{pname}' (position {position}) must be {kind}, "
+                        f"not {type(value).__name__}{hint}")
+
+
 def _param_dtype_ok(input: Tensor, dtype: torch.dtype) -> bool:
     """PyTorch's CPU rule for a parameter's dtype: the input's, or float32 for a float16 or
     bfloat16 input (mixed precision)."""
@@ -107,8 +161,9 @@ def _param_dtype_ok(input: Tensor, dtype: torch.dtype) -> bool:
 
 def _check_param_dtype(name: str, input: Tensor, *, shared: bool = False,
                        **params: Tensor | None) -> None:
-    """Raise torch's RuntimeError for parameter dtypes torch's CPU kernels reject; with
-    ``shared``, all the given tensors must also have one dtype (BatchNorm's rule)."""
+    """Raise torch's RuntimeError for parameter dtypes torch's CPU kernels reject: each must
+    have the input's dtype or, for a float16/bfloat16 input, float32; ``weight`` and ``bias``
+    must share one dtype; with ``shared``, all the given tensors must (BatchNorm's rule)."""
     given = {k: p for k, p in params.items() if p is not None}
     for pname, p in given.items():
         if not _param_dtype_ok(input, p.dtype):
@@ -117,6 +172,12 @@ def _check_param_dtype(name: str, input: Tensor, *, shared: bool = False,
                 f"dtype {p.dtype}; parameters and buffers must have the input's dtype (or "
                 "float32 when the input is float16/bfloat16)"
             )
+    if "weight" in given and "bias" in given and given["weight"].dtype != given["bias"].dtype:
+        raise RuntimeError(
+            f"mixed dtype (CPU): {name} got weight of dtype {given['weight'].dtype} and bias of "
+            f"dtype {given['bias'].dtype}; weight and bias must have one dtype (the input's, or "
+            "float32 for both when the input is float16/bfloat16)"
+        )
     if shared and len({p.dtype for p in given.values()}) > 1:
         listing = ", ".join(f"{k} {p.dtype}" for k, p in given.items())
         raise RuntimeError(
@@ -133,8 +194,17 @@ def _check_running_pair(name: str, running_mean: Tensor | None,
         )
 
 
-def _check_per_channel(name: str, input: Tensor, num_channels: int, **params: Tensor | None) -> None:
+def _check_per_channel(name: str, input: Tensor, num_channels: int, *, vectors: bool = False,
+                       **params: Tensor | None) -> None:
+    """Each given tensor holds one value per channel; with ``vectors``, it must also have at
+    most one dim (instance_norm: torch repeats each N times along dim 0, which a (C, 1)
+    tensor does not allow)."""
     for pname, p in params.items():
+        if vectors and p is not None and p.dim() > 1:
+            raise RuntimeError(
+                f"{name}: {pname} must be a vector of {num_channels} elements (one per channel), "
+                f"got {pname} of shape {_size(p)}; reshape it with .reshape({num_channels})"
+            )
         if p is not None and p.numel() != num_channels:
             raise RuntimeError(
                 f"{name}: {pname} should contain {num_channels} elements (one per channel, the "
@@ -174,9 +244,21 @@ def _normalise_per_channel(x: Tensor, mean: Tensor, var: Tensor, eps: float,
 
     ``stats_dtype`` is the precision of batch statistics (pass the compute dtype when
     normalising with running statistics, which torch does not round)."""
-    if stats_dtype in _HALF:
+    if stats_dtype in _HALF and x.numel() > 0:
         return _half_precision_affine(x, mean, var, eps, weight, bias, shape, stats_dtype)
+    # (an empty batch has a NaN mean; folded into a shift it would give NaN * 0 = NaN
+    # gradients for the parameters, where there is nothing to differentiate: 0)
     return _affine((x - mean) / torch.sqrt(var + eps), weight, bias, shape)
+
+
+def _rounded_forward(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """``t`` rounded to ``dtype`` in the forward pass only: the value is ``t.to(dtype)`` (in
+    ``t``'s dtype), the gradient passes through unrounded (straight through), so that a
+    float32 backward is not squeezed through float16's range (65504) or precision."""
+    rounded = t.to(dtype).to(t.dtype)
+    # t + (rounded - t) is exactly `rounded` (the difference of a float and its rounding is
+    # representable); where either is infinite the difference is NaN, and `rounded` is kept
+    return torch.where(rounded == t, t, t + (rounded - t).detach())
 
 
 def _half_precision_affine(x: Tensor, mean: Tensor, var: Tensor, eps: float,
@@ -186,9 +268,11 @@ def _half_precision_affine(x: Tensor, mean: Tensor, var: Tensor, eps: float,
     batch mean and 1/std rounded to the input's precision, then y = x * scale + shift in
     float32. (A float16 mean near 300 is off by up to 0.125. For bfloat16 inputs of 3 or more
     dims torch's own summation order differs again, so the two agree to about 2 bfloat16
-    ulps there.)"""
-    mean = mean.to(stats_dtype).to(x.dtype)
-    rstd = (1.0 / torch.sqrt(var + eps)).to(stats_dtype).to(x.dtype)
+    ulps there.) The rounding is applied to the values only: the backward stays in float32,
+    as torch's backward kernel does (rounded gradients of the mean and 1/std overflow float16
+    with loss-scaled upstream gradients, and inf - inf gives NaN)."""
+    mean = _rounded_forward(mean, stats_dtype)
+    rstd = _rounded_forward(1.0 / torch.sqrt(var + eps), stats_dtype)
     scale = rstd if weight is None else rstd * weight.reshape(shape).to(x.dtype)
     shift = -mean * scale
     if bias is not None:
@@ -200,6 +284,7 @@ def _update_running(running: Tensor | None, batch_value: Tensor, momentum: float
     r"""In place: running <- (1 - momentum) * running + momentum * batch_value."""
     if running is None:
         return
+    momentum = float(momentum)  # torch also takes a 0-d tensor (even a bool one) here
     with torch.no_grad():
         new = running.to(batch_value.dtype) * (1.0 - momentum) + batch_value.detach() * momentum
         running.copy_(new.to(running.dtype))
@@ -281,6 +366,14 @@ def _check_batch_norm_args(input: Tensor, running_mean: Tensor | None,
     """Raise what ``torch.nn.functional.batch_norm`` raises for the same arguments. Returns
     True for the one 1-D input torch accepts: an empty one, with empty (or no) running
     statistics and no affine parameters (torch counts the channels of a 1-D input as 0)."""
+    if momentum is None:
+        raise TypeError(
+            "batch_norm(): momentum must be a float; the cumulative average of momentum=None is "
+            "handled by the BatchNorm modules, which pass 1/num_batches_tracked"
+        )
+    _check_arg("batch_norm", "training", 6, training, "bool")
+    _check_arg("batch_norm", "momentum", 7, momentum, "float")
+    _check_arg("batch_norm", "eps", 8, eps, "float")
     if input.dim() == 1 and input.numel() == 0 and weight is None and bias is None and all(
             t is None or t.numel() == 0 for t in (running_mean, running_var)):
         return True
@@ -296,11 +389,6 @@ def _check_batch_norm_args(input: Tensor, running_mean: Tensor | None,
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     elif eps < 0.0:
         raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
-    if momentum is None:
-        raise TypeError(
-            "batch_norm(): momentum must be a float; the cumulative average of momentum=None is "
-            "handled by the BatchNorm modules, which pass 1/num_batches_tracked"
-        )
     _check_floating("batch_norm", input)
     _check_per_channel("batch_norm", input, input.shape[1], running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
@@ -349,6 +437,12 @@ def instance_norm(
 
     Lesson 03.
     """
+    _check_arg("instance_norm", "use_input_stats", 6, use_input_stats, "bool")
+    _check_arg("instance_norm", "momentum", 7, momentum, "float",
+               " (momentum=None, the cumulative average, is an option of the BatchNorm modules; "
+               "with InstanceNorm modules it means no update, so they pass 0.0)"
+               if momentum is None else "")
+    _check_arg("instance_norm", "eps", 8, eps, "float")
     if use_input_stats and math.prod(input.shape[2:]) == 1:
         raise ValueError(
             f"Expected more than 1 spatial element when training, got input size {input.size()}"
@@ -360,11 +454,29 @@ def instance_norm(
         )
     _check_floating("instance_norm", input)
     n, c = input.shape[0], input.shape[1]
-    _check_per_channel("instance_norm", input, c, running_mean=running_mean,
+    if n == 0 and (weight is not None or bias is not None):
+        # torch repeats the affine parameters N times and then fails on the empty result
+        raise IndexError(
+            f"instance_norm of an empty batch (input of size {_size(input)}) with affine "
+            "parameters: torch's kernel repeats weight and bias once per sample and cannot "
+            "index the empty result"
+        )
+    _check_per_channel("instance_norm", input, c, vectors=True, running_mean=running_mean,
                        running_var=running_var, weight=weight, bias=bias)
     # torch accepts running statistics of any floating dtype here (they are updated in their
-    # own dtype); the affine parameters follow the usual rule
-    _check_param_dtype("instance_norm", input, weight=weight, bias=bias)
+    # own dtype); the affine parameters follow the usual rule, which torch's kernel checks
+    # only when there is something to normalise
+    if input.numel() > 0:
+        _check_param_dtype("instance_norm", input, weight=weight, bias=bias)
+    if (input.numel() > 0 and weight is None and bias is not None and running_mean is not None
+            and bias.dtype != input.dtype):
+        # torch's CPU kernel: a float32 bias of a half-precision input needs a float32 weight
+        # beside it once running statistics are given (a float32 weight alone is accepted)
+        raise RuntimeError(
+            f"mixed dtype (CPU): instance_norm got input of dtype {input.dtype}, bias of dtype "
+            f"{bias.dtype}, no weight and running statistics: torch's kernel then needs the "
+            f"bias in the input's dtype, or a weight of dtype {bias.dtype} beside it"
+        )
     _check_running_pair("instance_norm", running_mean, running_var)
     if not use_input_stats and (running_mean is None or running_var is None):
         raise RuntimeError(
@@ -405,6 +517,15 @@ def _as_shape(normalized_shape: Sequence[int], name: str = "normalized_shape") -
             f"{name} must be a tuple or list of ints, e.g. ({int(normalized_shape)},), not the "
             f"int {int(normalized_shape)}"
         )
+    if isinstance(normalized_shape, Tensor) or not isinstance(normalized_shape, Sequence):
+        raise TypeError(f"{name} must be a tuple or list of ints, not "
+                        f"{type(normalized_shape).__name__}")
+    for i, s in enumerate(normalized_shape):
+        if isinstance(s, Tensor) and s.dim() == 0 and s.dtype == torch.bool:
+            raise RuntimeError(f"{name}: expected integer sizes, got the bool tensor {s} at pos {i}")
+        if not _is_integer(s):
+            raise TypeError(f"{name} must be a tuple or list of ints, but found element of type "
+                            f"{type(s).__name__} at pos {i}")
     return tuple(int(s) for s in normalized_shape)
 
 
@@ -451,6 +572,7 @@ def layer_norm(
 
     Lessons 02, 04, 07.
     """
+    _check_arg("layer_norm", "eps", 5, eps, "float")
     shape = _as_shape(normalized_shape)
     _check_normalized_shape("layer_norm", input, shape, weight, bias)
     _check_floating("layer_norm", input)
@@ -487,6 +609,7 @@ def rms_norm(
 
     Lesson 04.
     """
+    _check_arg("rms_norm", "eps", 4, eps, "float or None")
     shape = _as_shape(normalized_shape)
     if input.dim() < len(shape):
         raise ValueError(
@@ -537,6 +660,8 @@ def group_norm(
         )
     n, c = input.shape[0], input.shape[1]
     _verify_batch_size([n * c // num_groups, num_groups] + list(input.shape[2:]))
+    _check_arg("group_norm", "num_groups", 2, num_groups, "int")
+    _check_arg("group_norm", "eps", 5, eps, "float")
     if c % num_groups != 0:
         raise RuntimeError(
             f"Expected number of channels in input to be divisible by num_groups, but got input "

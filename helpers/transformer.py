@@ -776,11 +776,3 @@ def tanh_fit(x: Tensor, y: Tensor, alphas: Tensor | None = None) -> dict:
     (r2_tanh, sol), alpha = best
     return {"r2_linear": r2_lin, "r2_tanh": r2_tanh, "alpha": alpha,
             "a": float(sol[0]), "b": float(sol[1])}
-
-
-def __getattr__(name: str):
-    # the checker lives in helpers.checks; this name keeps older notebooks working
-    if name == "check_block_forward":
-        from .checks import check_block_forward
-        return check_block_forward
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

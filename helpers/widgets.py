@@ -138,11 +138,17 @@ class Explorer(widgets.VBox):
                 "text/plain": self.PICTURE_TEXT}
 
     def _ipython_display_(self) -> None:
+        """One output: the widget, with its current figure as a PNG in the same bundle. A
+        front end with a running kernel shows the widget (the figure once, inside it); a
+        saved notebook opened without one, and the static editions, which drop the widget
+        view, show the PNG (tools.bench saves no widget views or widget state, so a lesson
+        opened before it is run shows the figure once, with no disconnected slider)."""
         from IPython.display import display
 
+        bundle = self._repr_mimebundle_()
         if self.picture:
-            display(self.picture_bundle(), raw=True)
-        display(self._repr_mimebundle_(), raw=True)
+            bundle = {**bundle, "image/png": self.picture_bundle()["image/png"]}
+        display(bundle, raw=True)
 
     def __repr__(self) -> str:
         return (f"Explorer: {self._title_en} (needs a running kernel) / "

@@ -112,7 +112,7 @@ def test_eval_checker_passes_a_correct_implementation():
     (bn_eval_no_sqrt, "variance_without_sqrt"),
     (bn_eval_eps_outside, "eps_outside_sqrt"),
     (bn_eval_debiased, "debiased_running_var"),
-    (bn_eval_not_reshaped, "missing_keepdim"),
+    (bn_eval_not_reshaped, "buffers_not_reshaped"),
     (bn_eval_no_affine, "affine_missing"),
     (bn_eval_float32_out, "wrong_dtype"),
 ])

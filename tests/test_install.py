@@ -337,3 +337,64 @@ def test_resolve(python, platform, tmp_path):
             assert canonicalize_name(req.name) not in resolved, line
     assert resolved["torch"] == "2.13.0"
     assert ("nvidia-cudnn-cu13" in resolved) == (platform == "linux")
+
+
+# ------------------------------------------------------------------ a quiet install and kernel
+
+def test_install_builds_without_deprecation_warnings(tmp_path):
+    """`pip install -e .` runs these PEP 517 hooks of the pinned setuptools: none may warn
+    (a licence given as a TOML table made setuptools warn at each of them)."""
+    pin = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    import setuptools
+
+    assert pin == [f"setuptools=={setuptools.__version__}"], (pin, setuptools.__version__)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    for folder in ("helpers", "static/fonts"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    (tmp_path / "out").mkdir()
+    code = ("from setuptools import build_meta as b; b.get_requires_for_build_editable(); "
+            "b.prepare_metadata_for_build_editable('out'); b.build_editable('out')")
+    run = subprocess.run([sys.executable, "-W", "default", "-c", code], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    warnings = [line for line in (run.stdout + run.stderr).splitlines()
+                if re.search(r"Deprecat|Warning:", line) and "InformationOnly" not in line]
+    assert not warnings, "\n".join(warnings)
+    metadata = next((tmp_path / "out").glob("*.dist-info/METADATA")).read_text()
+    assert "License-Expression: MIT AND CC-BY-4.0 AND OFL-1.1" in metadata
+
+
+def _kernel_stderr(config, tmp_path) -> str:
+    from jupyter_client import KernelManager
+    from traitlets.config import Config
+
+    km = KernelManager(kernel_name="python3", config=Config(config))
+    log = tmp_path / f"kernel-{len(list(tmp_path.iterdir()))}.txt"
+    with open(log, "w") as err:
+        km.start_kernel(stdout=err, stderr=err)
+        try:
+            kc = km.client()
+            kc.start_channels()
+            kc.wait_for_ready(timeout=120)
+            reply = kc.execute_interactive("1 + 1", timeout=60)
+            assert reply["content"]["status"] == "ok"
+            kc.stop_channels()
+        finally:
+            km.shutdown_kernel(now=True)
+    return log.read_text()
+
+
+@pytest.mark.skipif(not __import__("zmq").has("curve"), reason="pyzmq without CurveZMQ")
+def test_kernel_starts_without_the_eavesdropping_warning(tmp_path):
+    """JupyterLab's kernels, with the server configuration that tools.lab_setup writes into
+    the environment, run over an encrypted connection: ipykernel does not warn that the
+    connection "is susceptible to eavesdropping" (without it, it does)."""
+    from tools import lab_setup
+
+    path, config = lab_setup.write_server_config(tmp_path / "prefix", curve=True)
+    assert json.loads(path.read_text())["KernelManager"] == {"transport_encryption": "auto"}
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    assert "eavesdropping" in _kernel_stderr({}, logs)  # the check can fail
+    assert "eavesdropping" not in _kernel_stderr(config, logs)

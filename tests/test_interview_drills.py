@@ -226,6 +226,8 @@ def bn_step(x, w, b, rm, rv, training, momentum, eps, *, store="unbiased", norm=
             keras=False, eval_batch=False, train_running=False, update=True,
             update_eval=False):
     dims, shape = _bn(x)
+    if rm is None:  # a freshly built layer
+        rm, rv = torch.zeros(x.shape[1], dtype=x.dtype), torch.ones(x.shape[1], dtype=x.dtype)
     bm = x.mean(dims)
     bv_b = x.var(dims, unbiased=False)
     bv_u = x.var(dims, unbiased=True)
@@ -266,6 +268,8 @@ def test_running_stats_diagnoses(kw, key):
 
 def test_running_stats_in_place_update_passes_and_module_is_refused():
     def in_place(x, w, b, rm, rv, training, momentum, eps):
+        if rm is None:
+            rm, rv = torch.zeros(x.shape[1], dtype=x.dtype), torch.ones(x.shape[1], dtype=x.dtype)
         y, new_m, new_v = bn_step(x, w, b, rm, rv, training, momentum, eps)
         rm.copy_(new_m)
         rv.copy_(new_v)

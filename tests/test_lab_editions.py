@@ -131,3 +131,38 @@ def test_make_lab_refuses_other_languages():
     out = subprocess.run([MAKE, "-n", "lab", "LANG=fr"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert out.returncode != 0
     assert "LANG=en and LANG=zh" in out.stderr
+
+
+def test_server_config_merges(tmp_path):
+    """tools.lab_setup's server configuration: keys already there kept, kernel encryption only
+    where pyzmq has Curve, JupyterLab's custom CSS on."""
+    path = lab_setup.server_config_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"ServerApp": {"open_browser": False}}))
+    lab_setup.write_server_config(tmp_path, curve=True)
+    lab_setup.write_server_config(tmp_path, curve=True)  # idempotent
+    assert json.loads(path.read_text()) == {"ServerApp": {"open_browser": False},
+                                            "KernelManager": {"transport_encryption": "auto"},
+                                            "LabApp": {"custom_css": True}}
+    assert "KernelManager" not in lab_setup.write_server_config(tmp_path / "other", curve=False)[1]
+    path.write_text("[1]")
+    with pytest.raises(ValueError, match="not a JSON object"):
+        lab_setup.write_server_config(tmp_path, curve=True)
+
+
+def test_custom_css_keeps_the_learners_own_rules(tmp_path):
+    """The course's block goes into custom/custom.css once (replaced, not repeated, on every
+    `make lab`), after the learner's own rules, with the fonts it loads beside it."""
+    import re
+
+    css = lab_setup.custom_dir(tmp_path) / "custom.css"
+    css.parent.mkdir(parents=True)
+    css.write_text(".jp-Notebook { background: ivory; }\n")
+    assert lab_setup.write_custom_css(tmp_path) == css
+    lab_setup.write_custom_css(tmp_path)
+    text = css.read_text()
+    assert text.startswith(".jp-Notebook { background: ivory; }")
+    assert text.count(lab_setup.BEGIN) == text.count(lab_setup.END) == 1
+    fonts = re.findall(r'url\("([^"]+)"\)', text)
+    assert len(fonts) == 2 and all((css.parent / f).is_file() for f in fonts), fonts
+    assert "Course Noto Sans CJK SC" in text.split(":root:root", 1)[1]

@@ -38,3 +38,47 @@ def test_ci_runs_the_readme_test_command():
     assert makes == ["make test", "make test-cpu-path CPU_PATH=default", "make test-resolve",
                      "make export slides", "make test-exports", "make test-browser"]
     assert commands.index("set -euo pipefail") < commands.index("make test")
+
+
+# saved outputs that still carry the absolute paths of the machine that ran them (made before
+# tools.bench wrote portable paths); each passes once the lesson is re-executed
+NOT_YET_PORTABLE = {"01_batch_norm", "10_batch_norm_in_practice"}
+ABSOLUTE = __import__("re").compile(
+    r"(?:[A-Za-z]:)?(?:[/\\][^\s\"'\x1b:()\[\]/\\]+)+[/\\](?:(?:site|dist)-packages|helpers|tools)[/\\]")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")),
+                         ids=lambda p: p.stem)
+def test_saved_outputs_do_not_depend_on_where_the_repository_lies(path, request):
+    """No saved output names an absolute path of the repository or of installed packages (a
+    learner's click on it in a traceback gives a 404): tools.bench writes ../helpers/... and
+    <site-packages>/... instead."""
+    if path.stem in NOT_YET_PORTABLE:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="outputs not re-made yet"))
+    import json
+
+    found = []
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        for out in cell.get("outputs", []):
+            for m in ABSOLUTE.finditer(json.dumps(out, ensure_ascii=False).replace("\\\\", "\\")):
+                found.append(f"{cell.get('id')}: {m.group(0)}")
+    assert not found, "\n".join(found[:10])
+
+
+def test_portable_paths_rewrites_the_machines_paths(tmp_path):
+    import nbformat
+
+    from tools import bench
+
+    site = "/opt/py/lib/python3.12/site-packages/"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
+        nbformat.v4.new_output("error", ename="E", evalue="x", traceback=[
+            f"\x1b[32m{site}torch/nn/modules/module.py:12\x1b[39m",
+            f"File \x1b[32m{bench.ROOT}/helpers/distributed.py:3\x1b[39m"]),
+        nbformat.v4.new_output("stream", name="stderr", text=f"{site}numpy/core.py:1: Warning\n")])])
+    assert bench.portable_paths(nb, bench.ROOT / "notebooks") == 2
+    tb = nb.cells[0].outputs[0].traceback
+    assert tb == ["\x1b[32m<site-packages>/torch/nn/modules/module.py:12\x1b[39m",
+                  "File \x1b[32m../helpers/distributed.py:3\x1b[39m"]
+    assert nb.cells[0].outputs[1].text == "<site-packages>/numpy/core.py:1: Warning\n"
+    assert not ABSOLUTE.search("".join(tb))

@@ -360,18 +360,19 @@ def _shown(explorer, monkeypatch) -> list[dict]:
     (W.group_norm_explorer, W.group_norm_figure),
     (lambda: W.pre_post_ln_explorer(3), lambda: W.pre_post_ln_figure(3)),
 ])
-def test_explorer_shows_its_starting_figure_then_the_widget(make, draw, monkeypatch):
+def test_explorer_is_one_output_the_widget_with_its_starting_figure(make, draw, monkeypatch):
+    """One bundle: the widget view (shown by a front end with a kernel, the figure once, in
+    the widget), the PNG of its figure (shown where the widget cannot be: a saved lesson not
+    yet run, the static editions) and its one-line text."""
     import base64
 
     e = make()
-    first, second = _shown(e, monkeypatch)
+    (bundle,) = _shown(e, monkeypatch)
+    assert set(bundle) == {"application/vnd.jupyter.widget-view+json", "image/png", "text/plain"}
     # the picture: the PNG of the figure function at the starting values, drawn independently
-    assert set(first) == {"image/png", "text/plain"}
-    assert base64.b64decode(first["image/png"]) == W.figure_png(draw()[0])
-    assert first["text/plain"] == W.Explorer.PICTURE_TEXT
-    # then the widget itself, with its one-line text form
-    assert second["application/vnd.jupyter.widget-view+json"]["model_id"] == e.model_id
-    assert second["text/plain"] == repr(e)[:110] + ("…" if len(repr(e)) > 110 else "")
+    assert base64.b64decode(bundle["image/png"]) == W.figure_png(draw()[0])
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == e.model_id
+    assert bundle["text/plain"] == repr(e)[:110] + ("…" if len(repr(e)) > 110 else "")
 
 
 def test_explorer_picture_follows_the_slider(monkeypatch):
@@ -379,36 +380,71 @@ def test_explorer_picture_follows_the_slider(monkeypatch):
 
     e = W.group_norm_explorer()
     e.controls["num_groups"].value = 4
-    first, _ = _shown(e, monkeypatch)
-    assert base64.b64decode(first["image/png"]) == W.figure_png(W.group_norm_figure(4)[0])
+    (bundle,) = _shown(e, monkeypatch)
+    assert base64.b64decode(bundle["image/png"]) == W.figure_png(W.group_norm_figure(4)[0])
 
 
 @pytest.mark.parametrize("make", [W.ln_eps_explorer, W.rms_mean_explorer])
 def test_explorers_whose_lesson_shows_the_figure_above_show_only_the_widget(make, monkeypatch):
     (only,) = _shown(make(), monkeypatch)
-    assert "application/vnd.jupyter.widget-view+json" in only
+    assert set(only) == {"application/vnd.jupyter.widget-view+json", "text/plain"}
 
 
-def test_stored_explorer_cells_hold_a_picture_before_the_widget():
-    """In the committed lessons every explorer cell's outputs hold a PNG before the widget, so
-    the editions (which drop the widget view) and a kernel-less JupyterLab show a figure; in
-    lessons 02 and 04 the cell before the explorer holds it."""
-    from pathlib import Path
+EXPLORER_CALL = __import__("re").compile(r"\b\w+_explorer\(")
 
+
+# lessons whose saved outputs were made before explorers became one output and tools.bench
+# stopped saving widgets; each passes once the lesson is re-executed (make execute)
+NOT_YET_REEXECUTED = {"01_batch_norm", "05_pre_and_post_ln"}
+LESSONS = sorted((__import__("pathlib").Path(__file__).resolve().parent.parent / "notebooks")
+                 .glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_stored_explorer_cells_hold_one_picture_and_no_widget(path, request):
+    """In the committed lessons no output holds a widget view and no notebook holds widget
+    state (tools.bench.saved_without_widgets): opened before it is run, a lesson shows each
+    explorer's starting figure once, not a second copy inside a disconnected widget. Every
+    explorer cell holds exactly one picture, except in lessons 02 and 04, where the cell
+    before it holds the figure and the explorer cell says that it needs a kernel."""
     import nbformat
 
+    if path.stem in NOT_YET_REEXECUTED:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="saved before the change"))
     view = "application/vnd.jupyter.widget-view+json"
-    found = 0
-    for path in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb")):
-        cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-        for k, cell in enumerate(cells):
-            kinds = [o.get("data", {}) for o in cell.get("outputs", [])]
-            widget_at = [i for i, d in enumerate(kinds) if view in d]
-            if not widget_at:
-                continue
-            found += 1
-            before = [d for d in kinds[:widget_at[0]] if "image/png" in d]
-            before += [o.get("data", {}) for o in cells[k - 1].get("outputs", [])
-                       if "image/png" in o.get("data", {})] if not before else []
-            assert before, f"{path.name}: explorer cell {k} has no picture before its widget"
-    assert found == 5
+    nb = nbformat.read(path, as_version=4)
+    assert "widgets" not in nb.metadata, f"{path.name} holds saved widget state"
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    for k, cell in enumerate(cells):
+        datas = [o.get("data", {}) for o in cell.get("outputs", [])]
+        assert not any(view in d for d in datas), f"{path.name}: code cell {k} holds a widget view"
+        if not EXPLORER_CALL.search(cell.source):
+            continue
+        pictures = sum("image/png" in d for d in datas)
+        if path.name[:2] in ("02", "04"):
+            assert pictures == 0 and any("needs a running kernel" in str(d.get("text/plain"))
+                                         for d in datas), f"{path.name}: explorer cell {k}"
+            assert any("image/png" in o.get("data", {}) for o in cells[k - 1].get("outputs", []))
+        else:
+            assert pictures == 1, f"{path.name}: explorer cell {k} shows {pictures} pictures"
+
+
+def test_lessons_01_to_05_each_have_an_explorer():
+    found = [p.name[:2] for p in LESSONS
+             if EXPLORER_CALL.search(p.read_text(encoding="utf-8"))]
+    assert found == ["01", "02", "03", "04", "05"], found
+
+
+def test_saved_without_widgets_drops_views_and_state():
+    import nbformat
+
+    from tools.bench import saved_without_widgets
+
+    view = "application/vnd.jupyter.widget-view+json"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
+        nbformat.v4.new_output("display_data", data={view: {"model_id": "a"}, "image/png": "iVBOR",
+                                                     "text/plain": "Explorer"})])])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    assert saved_without_widgets(nb) == 1
+    assert "widgets" not in nb.metadata
+    assert set(nb.cells[0].outputs[0].data) == {"image/png", "text/plain"}

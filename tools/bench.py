@@ -10,6 +10,13 @@ an idle machine and read them as a measurement, not a promise.
     python -m tools.bench 1 05                 # lessons 01 and 05 (make bench LESSONS="1 5")
     python -m tools.bench --execute-in-place   # rewrite the notebooks with fresh outputs
     python -m tools.bench --threads 2          # pin torch's thread count in the kernels
+    python -m tools.bench --portable-paths notebooks/08_sync_batch_norm.ipynb  # outputs only
+
+The outputs written back do not depend on where the repository or Python lie
+(:func:`portable_paths`): a traceback names ``../helpers/distributed.py`` and
+``<site-packages>/torch/...``, not the absolute paths of the machine that ran it. They hold
+no widget views and no widget state (:func:`saved_without_widgets`): an explorer is saved as
+its starting figure and one line of text, and becomes a widget when its cell is run.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
 import sys
+import sysconfig
 import time
 
 from .course import ROOT, lesson_paths, lessons
@@ -41,6 +50,67 @@ def _notebooks(names: list[str]) -> list[pathlib.Path]:
     return out
 
 
+def _path_rules(notebook_dir: pathlib.Path, root: pathlib.Path | None = None) -> list[tuple[re.Pattern, str]]:
+    """(pattern, replacement) pairs that make the paths in outputs portable: the repository
+    becomes a path relative to the notebook's folder (a link JupyterLab can open), installed
+    packages ``<site-packages>/``, the standard library ``<stdlib>/``."""
+    root = root or ROOT
+    rel = os.path.relpath(ROOT, notebook_dir).replace(os.sep, "/")
+    rules = [(re.compile(r"(?:[A-Za-z]:)?(?:[/\\][^\s\"'\x1b:()\[\]/\\]+)*?[/\\](?:site|dist)-packages[/\\]"),
+              "<site-packages>/")]
+    stdlib = sysconfig.get_paths().get("stdlib")
+    if stdlib:
+        rules.append((re.compile(re.escape(stdlib.rstrip("/\\")) + r"[/\\]"), "<stdlib>/"))
+    rules.append((re.compile(re.escape(str(root)) + r"[/\\]"), "" if rel == "." else rel + "/"))
+    return rules
+
+
+def portable_paths(nb, notebook_dir: pathlib.Path, root: pathlib.Path | None = None) -> int:
+    """Rewrite, in every output of ``nb`` (tracebacks, streams, text), the absolute paths of
+    this machine's repository (``root``, default this one), installed packages and standard
+    library (:func:`_path_rules`). Returns how many outputs changed."""
+    rules = _path_rules(notebook_dir, root)
+
+    def fix(text: str) -> str:
+        for pattern, repl in rules:
+            text = pattern.sub(repl, text)
+        return text
+
+    changed = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            before = repr(out)
+            if out.get("output_type") == "error":
+                out["traceback"] = [fix(line) for line in out.get("traceback", [])]
+                out["evalue"] = fix(out.get("evalue", ""))
+            elif out.get("output_type") == "stream":
+                out["text"] = fix(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
+            for mime in ("text/plain",):
+                if mime in out.get("data", {}):
+                    value = out["data"][mime]
+                    out["data"][mime] = fix(value if isinstance(value, str) else "".join(value))
+            changed += repr(out) != before
+    return changed
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def saved_without_widgets(nb) -> int:
+    """Drop the widget views from ``nb``'s outputs and its saved widget state (returns how many
+    views were dropped). An explorer's output keeps its PNG and its one-line text: opened
+    before it is run, a lesson shows the starting figure once and says that the explorer
+    needs a running kernel, instead of a copy of the widget with a slider that moves nothing
+    (JupyterLab draws a saved widget view from the saved state, marked disconnected)."""
+    nb.metadata.pop("widgets", None)
+    dropped = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("data", {}).pop(WIDGET_VIEW, None) is not None:
+                dropped += 1
+    return dropped
+
+
 def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> float:
     """Run every cell of ``path`` in a fresh kernel (cwd = the notebook's folder) and return
     the wall time in seconds. With ``in_place``, write the executed notebook back."""
@@ -50,7 +120,9 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
                                  "language": "python"}
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    # no widget state: a saved widget view would be drawn, disconnected, before the lesson
+    # is run (see saved_without_widgets)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
@@ -58,6 +130,8 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
     if in_place:
         for cell in nb.cells:  # keep the committed files free of run-specific metadata
             cell.metadata.pop("execution", None)
+        portable_paths(nb, path.parent)
+        saved_without_widgets(nb)
         nbformat.write(nb, path)
     return elapsed
 
@@ -72,7 +146,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the executed notebooks back (fresh outputs)")
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS for the kernels (default: torch's own choice)")
+    parser.add_argument("--portable-paths", action="store_true",
+                        help="only rewrite the saved outputs' absolute paths (no execution)")
+    parser.add_argument("--from-root", type=pathlib.Path, default=None,
+                        help="with --portable-paths: where the repository lay when the outputs "
+                             "were made (default: here)")
     args = parser.parse_args(argv)
+    if args.portable_paths:
+        import nbformat
+
+        for p in _notebooks(args.notebooks):
+            nb = nbformat.read(p, as_version=4)
+            n = portable_paths(nb, p.parent, args.from_root)
+            if n:
+                nbformat.write(nb, p)
+            print(f"{p.name}: {n} outputs with portable paths")
+        return 0
 
     # kernels inherit this environment: helpers importable, a fixed thread count if asked
     os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -285,6 +285,7 @@ def _exporter(kind: str, lang: str):
 
     common = dict(
         extra_template_basedirs=[str(TEMPLATES)],
+        extra_template_paths=[str(TEMPLATES)],  # course_mathjax.html.j2, shared by both templates
         mathjax_url="../vendor/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
         require_js_url="../vendor/requirejs/require.js",
         jquery_url="../vendor/jquery/dist/jquery.min.js",

@@ -14,6 +14,23 @@ It does two things, both idempotent, and says what it did:
   ``make lab LANG=..`` writes (``build/en``, ``build/zh``) are signed with the user's own
   Jupyter key (``jupyter trust``, run from Python so that it works the same on Windows).
 
+* **An encrypted kernel connection.** JupyterLab talks to each kernel over local TCP
+  sockets; by default jupyter_client gives the kernel no CurveZMQ keys, and ipykernel warns
+  at every start that the connection "is susceptible to eavesdropping". The kernel of this
+  environment declares Curve support (``metadata.supported_encryption`` of its kernelspec),
+  so the course sets ``KernelManager.transport_encryption = "auto"`` in the environment's
+  server configuration, ``<sys.prefix>/etc/jupyter/jupyter_server_config.json`` (keys
+  already there are kept): JupyterLab then provisions keys and the connection is encrypted.
+  Skipped, with a message, where pyzmq has no Curve support.
+* **The course's Chinese font in JupyterLab.** On a machine without a Chinese font every
+  Chinese cell would show boxes. JupyterLab 4 loads ``/custom/custom.css`` when
+  ``LabApp.custom_css`` is on (the same server configuration switches it on) and serves
+  ``/custom/`` from the user's Jupyter configuration folder (``~/.jupyter/custom/``, or
+  ``$JUPYTER_CONFIG_DIR/custom/``). The course puts its block there (the rest of the file is
+  kept): ``static/jupyterlab/custom.css``, an ``@font-face`` for the bundled Noto Sans CJK SC
+  subset (copied beside it, from ``static/fonts/``), put after JupyterLab's own fonts, so
+  Chinese text uses the course's font wherever the system has no Chinese font of its own.
+
 ``make lab`` runs it on every start, so lessons updated by ``git pull`` are trusted again.
 """
 
@@ -27,7 +44,7 @@ import sys
 import nbformat
 from nbformat.sign import NotebookNotary
 
-from .course import BUILD, NOTEBOOKS
+from .course import BUILD, NOTEBOOKS, STATIC
 
 #: the settings the course sets, per JupyterLab plugin
 LAB_SETTINGS = {
@@ -53,6 +70,78 @@ def write_lab_settings(prefix: str | pathlib.Path = sys.prefix) -> pathlib.Path:
         current.setdefault(plugin, {}).update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+#: the server configuration the course sets (merged into the environment's file)
+SERVER_CONFIG = {
+    "KernelManager": {"transport_encryption": "auto"},
+    "LabApp": {"custom_css": True},
+}
+
+
+def server_config_path(prefix: str | pathlib.Path = sys.prefix) -> pathlib.Path:
+    """The Jupyter server configuration file of the environment ``prefix``."""
+    return pathlib.Path(prefix) / "etc" / "jupyter" / "jupyter_server_config.json"
+
+
+def write_server_config(prefix: str | pathlib.Path = sys.prefix,
+                        curve: bool | None = None) -> tuple[pathlib.Path, dict]:
+    """Merge :data:`SERVER_CONFIG` into ``prefix``'s server configuration (without the kernel
+    encryption where pyzmq has no Curve support: ``curve`` = ``zmq.has("curve")``); return
+    the path and what was set. Raises ``ValueError`` if the file is not a JSON object."""
+    if curve is None:
+        import zmq
+
+        curve = zmq.has("curve")
+    wanted = {k: dict(v) for k, v in SERVER_CONFIG.items() if curve or k != "KernelManager"}
+    path = server_config_path(prefix)
+    current = {}
+    if path.exists():
+        current = json.loads(path.read_text(encoding="utf-8") or "{}")
+        if not isinstance(current, dict):
+            raise ValueError(f"{path} is not a JSON object")
+    for section, values in wanted.items():
+        current.setdefault(section, {}).update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
+    return path, wanted
+
+
+CUSTOM_CSS = STATIC / "jupyterlab" / "custom.css"
+FONTS = ("NotoSansCJKsc-Regular-subset.otf", "NotoSansCJKsc-Bold-subset.otf", "OFL.txt")
+BEGIN, END = "/* normalization-course: begin */", "/* normalization-course: end */"
+
+
+def custom_dir(config_dir: str | pathlib.Path | None = None) -> pathlib.Path:
+    """The folder JupyterLab serves at ``/custom/``: ``custom/`` in the Jupyter configuration
+    folder (``jupyter --config-dir``)."""
+    if config_dir is None:
+        from jupyter_core.paths import jupyter_config_dir
+
+        config_dir = jupyter_config_dir()
+    return pathlib.Path(config_dir) / "custom"
+
+
+def write_custom_css(config_dir: str | pathlib.Path | None = None) -> pathlib.Path:
+    """Put the course's block (:data:`CUSTOM_CSS`, between :data:`BEGIN` and :data:`END`)
+    into ``custom/custom.css`` of the Jupyter configuration folder, replacing an earlier one
+    and keeping the rest of the file, and the fonts it loads into ``custom/fonts/``. Returns
+    the stylesheet's path."""
+    folder = custom_dir(config_dir)
+    (folder / "fonts").mkdir(parents=True, exist_ok=True)
+    for name in FONTS:
+        source, target = STATIC / "fonts" / name, folder / "fonts" / name
+        if not target.exists() or target.read_bytes() != source.read_bytes():
+            target.write_bytes(source.read_bytes())
+    path = folder / "custom.css"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    start = text.find(BEGIN)
+    if start >= 0:
+        end = text.find(END, start)
+        text = text[:start] + (text[end + len(END):].lstrip("\n") if end >= 0 else "")
+    block = f"{BEGIN}\n{CUSTOM_CSS.read_text(encoding='utf-8').strip()}\n{END}\n"
+    path.write_text((text.rstrip("\n") + "\n\n" if text.strip() else "") + block, encoding="utf-8")
     return path
 
 
@@ -82,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.parse_args(argv)
     path = write_lab_settings()
     print(f"JupyterLab settings: news and update checks off ({path})")
+    path, config = write_server_config()
+    print(f"Jupyter server configuration: {json.dumps(config)} ({path})")
+    if "KernelManager" not in config:
+        print("  pyzmq has no CurveZMQ support here: kernel connections stay unencrypted")
+    css = write_custom_css()
+    print(f"JupyterLab custom CSS: the course's Chinese font ({css})")
     paths = course_notebooks()
     signed = trust(paths)
     print(f"trusted notebooks: {len(paths)} ({signed} newly signed)")

@@ -10,7 +10,17 @@ units (the 960 × 700 slide, whatever the window's scale):
   clips or scrolls) is wider than its box, or content reaches past the slide's right edge;
 * **figure shrunk**: a picture is shown narrower than it is stored (one stored pixel per CSS
   px), so its text is smaller than the 22-px body text that the course's figures are drawn
-  for (``helpers.plotting.text_problems``).
+  for (``helpers.plotting.text_problems``);
+* **grows after it is shown**: the slide's content is taller once everything on it has
+  settled than at the moment it appeared (a formula typeset again, a picture decoded late);
+* **formula broken across lines**: a formula in a table cell that MathJax broke into lines.
+
+Every slide is measured when it has settled: after the deck's math is typeset
+(``window.courseTypeset``, set by the course's MathJax configuration, then MathJax's queue),
+its pictures are decoded, its fonts loaded, and (in the first window, where growth is
+looked for) nothing in it has changed for ``QUIET_MS``. The HTML edition (``build/html``) is checked too (:func:`measure_html`): every
+formula in a table cell is whole (not broken across lines) and no table reaches past the
+window or is cut off.
 
     python -m tools.slide_fit                      # every deck, both languages, both windows
     python -m tools.slide_fit --lessons 00 05 --lang zh --windows 1280x720
@@ -39,21 +49,56 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-dev-shm-usage"]
 TOLERANCE_PX = 1  # rounding of the scaled layout
+QUIET_MS = 50  # a slide has settled when nothing in it has changed for this long
+SETTLE_MAX_MS = 10_000
+
+# A formula broken into lines by MathJax 2's automatic line breaking: its output holds a
+# stack (mjx-stack) of more than one line (mjx-block), or the browser wraps it (more than one
+# line box).
+BROKEN_JS = """m => [...m.querySelectorAll('.mjx-stack')].some(
+    st => [...st.children].filter(c => c.classList.contains('mjx-block')).length > 1)
+  || m.getClientRects().length > 1"""
 
 # One call measures every slide of the open deck. For each slide: go to it (reveal lays it
-# out and the template re-typesets its math), wait for MathJax, undo the template's
-# scrolling styles, then walk its elements. Heights and widths are in slide units: client
+# out), note the content's height as it appears, wait until it has settled (math typeset,
+# pictures decoded, fonts loaded, no change for QUIET_MS), undo the template's scrolling
+# styles, then walk its elements. Heights and widths are in slide units: client
 # rectangles divided by the scale of the slide area.
 MEASURE_JS = """
-async (tol) => {
+async ([tol, quietMs, settleMax]) => {
   // the template loads reveal.js with require.js: take the module it defined
   const mods = require.s.contexts._.defined;
   const Reveal = window.Reveal || mods[Object.keys(mods).find(k => k.endsWith('dist/reveal.js'))];
   const cfg = Reveal.getConfig();
   const W = cfg.width, H = cfg.height;
   const area = document.querySelector('.reveal .slides');
-  const mathIdle = () => new Promise(r => (window.MathJax && MathJax.Hub)
-      ? MathJax.Hub.Queue(() => r()) : r());
+  const brokenFormula = __BROKEN__;
+  const mathIdle = async () => {
+    if (window.courseTypeset) await window.courseTypeset;
+    if (window.MathJax && MathJax.Hub) await new Promise(r => MathJax.Hub.Queue(() => r()));
+  };
+  // until nothing in the slide has changed for quiet ms (at most max ms)
+  const quiet = (el, ms, max) => new Promise(done => {
+    let timer;
+    const stop = () => { obs.disconnect(); clearTimeout(timer); clearTimeout(cap); done(); };
+    const obs = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(stop, ms); });
+    obs.observe(el, {subtree: true, childList: true, attributes: true, characterData: true});
+    timer = setTimeout(stop, ms);
+    const cap = setTimeout(stop, max);
+  });
+  // the lowest point of the slide's content (client px)
+  const contentBottom = s => {
+    let bottom = s.getBoundingClientRect().top;
+    const walk = el => {  // as the walk below: an element that clips hides its children's overflow
+      const cs = getComputedStyle(el);
+      if (cs.display === 'none') return;
+      const r = el.getBoundingClientRect();
+      if ((r.width > 0 || r.height > 0) && r.bottom > bottom) bottom = r.bottom;
+      if (cs.overflowY === 'visible') for (const c of el.children) walk(c);
+    };
+    walk(s);
+    return bottom;
+  };
   const CODE = new Set(['PRE', 'CODE']);
   const cellOf = el => {
     const c = el.closest('.jp-Cell');
@@ -64,7 +109,15 @@ async (tol) => {
   for (const s of Reveal.getSlides()) {
     const {h, v} = Reveal.getIndices(s);
     Reveal.slide(h, v);
+    // as it appears (the deck's own scroll styles undone, as below), then once settled
+    const undo = () => ['height', 'overflow-y', 'margin-top'].map(p => s.style.removeProperty(p));
+    undo();
+    const scale0 = area.getBoundingClientRect().width / W;
+    const shown = (contentBottom(s) - s.getBoundingClientRect().top) / scale0;
     await mathIdle();
+    await Promise.all([...s.querySelectorAll('img')].map(i => i.decode().catch(() => null)));
+    await document.fonts.ready;
+    if (quietMs > 0) await quiet(s, quietMs, settleMax);
     s.style.removeProperty('height');
     s.style.removeProperty('overflow-y');
     s.style.removeProperty('margin-top');
@@ -113,6 +166,17 @@ async (tol) => {
     const below = (bottom - box.top) / scale - H;
     const past = (right - box.left) / scale - W;
     const problems = cuts;
+    for (const m of s.querySelectorAll('td .MathJax_CHTML, th .MathJax_CHTML')) {
+      if (brokenFormula(m)) {
+        problems.push({what: 'formula broken across lines', tag: name(m), cell: cellOf(m),
+                       px: Math.round(m.getBoundingClientRect().height / scale)});
+      }
+    }
+    if (quietMs > 0 && height - shown > tol) {
+      problems.push({what: 'grows after it is shown', tag: 'section', cell: '',
+                     px: Math.round(height - shown), from: Math.round(shown),
+                     height: Math.round(height)});
+    }
     if (below > tol) {
       problems.unshift({what: 'too tall', tag: 'section', cell: '', px: Math.round(below),
                         height: Math.round(height)});
@@ -131,6 +195,7 @@ async (tol) => {
   return {width: W, height: H, slides: out};
 }
 """
+MEASURE_JS = MEASURE_JS.replace("__BROKEN__", BROKEN_JS)
 
 
 @dataclasses.dataclass
@@ -147,14 +212,18 @@ class DeckReport:
 
     def summary(self) -> str:
         tall = sum(any(p["what"] == "too tall" for p in s["problems"]) for s in self.slides)
-        cut = sum(any(p["what"] not in ("too tall", "figure shrunk") for p in s["problems"])
+        cut = sum(any(p["what"] in ("cut at the right", "cut at the bottom", "past the right edge")
+                      for p in s["problems"])
                   for s in self.slides)
         shrunk = sum(any(p["what"] == "figure shrunk" for p in s["problems"]) for s in self.slides)
+        grows = sum(any(p["what"] == "grows after it is shown" for p in s["problems"]) for s in self.slides)
+        broken = sum(p["what"] == "formula broken across lines" for s in self.slides for p in s["problems"])
         tallest = max((s["height"] for s in self.slides), default=0)
         w, h = self.window
         return (f"{self.lang} {self.deck:<36} {w}x{h}: {len(self.slides):3d} slides, "
-                f"tallest {tallest}/{self.slide_size[1]} px, {tall} too tall, {cut} cut at the right, "
-                f"{shrunk} with a shrunk figure")
+                f"tallest {tallest}/{self.slide_size[1]} px, {tall} too tall, {grows} growing after "
+                f"shown, {cut} cut at the right, {shrunk} with a shrunk figure, "
+                f"{broken} formulas broken in tables")
 
     def offender_lines(self) -> list[str]:
         lines = []
@@ -164,9 +233,14 @@ class DeckReport:
                 where = f" ({p['tag']} in cell {p['cell']})" if p["cell"] else f" ({p['tag']})"
                 extra = (f": content {p['height']} px, slide {self.slide_size[1]} px"
                          if p["what"] == "too tall" else
+                         f": {p['from']} px when shown, {p['height']} px once settled"
+                         if p["what"] == "grows after it is shown" else
+                         f" (the formula is {p['px']} px tall)"
+                         if p["what"] == "formula broken across lines" else
                          f" (shown at {p['percent']} %)" if p["what"] == "figure shrunk" else "")
+                size = "" if p["what"] == "formula broken across lines" else f" by {p['px']} px"
                 lines.append(f"  {self.lang} {self.deck} slide {s['h']}/{s['v']} at {w}x{h}: "
-                             f"{p['what']} by {p['px']} px{extra}{where}")
+                             f"{p['what']}{size}{extra}{where}")
         return lines
 
 
@@ -185,21 +259,35 @@ def open_deck(page, path: pathlib.Path) -> None:
     """Load ``path`` in ``page`` and wait until reveal.js, MathJax and the fonts are ready."""
     page.goto(path.resolve().as_uri())
     page.wait_for_selector(".reveal.ready", timeout=60_000)
-    page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0",
-                           timeout=120_000)
-    page.evaluate("document.fonts.ready.then(() => true)")
+    wait_typeset(page)
 
 
-def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int]) -> DeckReport:
-    """Measure every slide of the deck at ``path`` (opened here in ``page``)."""
+def wait_typeset(page) -> None:
+    """Wait until MathJax has typeset the page (``window.courseTypeset``, set by the course's
+    MathJax configuration, then MathJax's own queue) and its fonts have loaded."""
+    page.wait_for_function("window.MathJax && MathJax.Hub", timeout=120_000)
+    page.evaluate("""async () => {
+        if (window.courseTypeset) await window.courseTypeset;
+        await new Promise(r => MathJax.Hub.Queue(() => r()));
+        await document.fonts.ready;
+        return true;
+    }""")
+
+
+def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int],
+                 growth: bool = True) -> DeckReport:
+    """Measure every slide of the deck at ``path`` (opened here in ``page``); with
+    ``growth``, wait until each slide has settled and report one that grew after it was shown."""
     open_deck(page, path)
-    result = page.evaluate(MEASURE_JS, TOLERANCE_PX)
+    result = page.evaluate(MEASURE_JS, [TOLERANCE_PX, QUIET_MS if growth else 0, SETTLE_MAX_MS])
     return DeckReport(lang, path.name.removesuffix(".slides.html"), window,
                       (result["width"], result["height"]), result["slides"])
 
 
 def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None) -> list[DeckReport]:
-    """One page per window size; every deck loaded once in it. ``log`` gets each summary."""
+    """One page per window size; every deck loaded once in it. ``log`` gets each summary.
+    Slides that grow after they are shown are looked for in the first window only (a slide's
+    growth does not depend on the window; waiting for each slide to settle takes time)."""
     reports = []
     for window in windows:
         context = browser.new_context(viewport={"width": window[0], "height": window[1]},
@@ -209,7 +297,7 @@ def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log
             ("file://", "data:", "blob:")) else r.abort())
         page = context.new_page()
         for lang, path in decks:
-            report = measure_page(page, lang, path, window)
+            report = measure_page(page, lang, path, window, growth=window == windows[0])
             reports.append(report)
             if log:
                 log(report.summary())
@@ -217,6 +305,80 @@ def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log
                     log(line)
         context.close()
     return reports
+
+
+# The HTML edition: every formula in a table cell, and every table, once the page's math is
+# typeset (at 1280 x 720). A table may reach into the margin beside the page's column (formulas
+# are never broken to make it narrower), but not past the window, and nothing may cut it off.
+HTML_JS = """
+() => {
+  const brokenFormula = __BROKEN__;
+  const cellOf = el => {
+    const c = el.closest('.jp-Cell');
+    return c ? (c.id || '').replace('cell-id=', '') : '';
+  };
+  const problems = [];
+  for (const m of document.querySelectorAll('td .MathJax_CHTML, th .MathJax_CHTML')) {
+    if (brokenFormula(m)) {
+      const tex = m.nextElementSibling && m.nextElementSibling.tagName === 'SCRIPT'
+          ? m.nextElementSibling.textContent : m.textContent;
+      problems.push({what: 'formula broken across lines', cell: cellOf(m), text: tex.slice(0, 60)});
+    }
+  }
+  // a table may reach into the margin beside the column, not past the window, and nothing
+  // that holds it may cut it off
+  for (const t of document.querySelectorAll('.jp-RenderedHTMLCommon table')) {
+    const r = t.getBoundingClientRect();
+    const past = r.right - document.documentElement.clientWidth;
+    if (past > 1) problems.push({what: 'table past the window', cell: cellOf(t), px: Math.round(past)});
+    for (let el = t.parentElement; el && el !== document.body; el = el.parentElement) {
+      const cs = getComputedStyle(el);
+      const cut = r.right - el.getBoundingClientRect().right;
+      if (cs.overflowX !== 'visible' && cut > 1) {
+        problems.push({what: 'table cut off', cell: cellOf(t), px: Math.round(cut)});
+        break;
+      }
+    }
+  }
+  return problems;
+}
+""".replace("__BROKEN__", BROKEN_JS)
+
+
+def page_paths(langs=LANGS, lessons: list[str] | None = None,
+               root: pathlib.Path = BUILD / "html") -> list[tuple[str, pathlib.Path]]:
+    """``(lang, path)`` of every exported page of the HTML edition (lessons chosen by prefix)."""
+    return [(lang, path) for lang in langs
+            for path in sorted((root / lang).glob("[0-9][0-9]_*.html"))
+            if not lessons or any(path.name.startswith(p) for p in lessons)]
+
+
+def measure_html(browser, pages: list[tuple[str, pathlib.Path]], window=WINDOWS[0],
+                 log=None) -> list[str]:
+    """Open every page of the HTML edition once (at ``window``) and return one line per
+    formula broken across lines in a table cell, and per table past the window or cut off."""
+    context = browser.new_context(viewport={"width": window[0], "height": window[1]},
+                                  device_scale_factor=1)
+    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
+        ("file://", "data:", "blob:")) else r.abort())
+    page = context.new_page()
+    lines = []
+    for lang, path in pages:
+        page.goto(path.resolve().as_uri())
+        wait_typeset(page)
+        found = page.evaluate(HTML_JS)
+        formulas = sum(p["what"] == "formula broken across lines" for p in found)
+        if log:
+            log(f"{lang} {path.stem:<36} html: {formulas} formulas broken in tables, "
+                f"{len(found) - formulas} tables past the window or cut off")
+        for p in found:
+            detail = f": {p['text']}" if "text" in p else f" by {p['px']} px"
+            line = f"  {lang} {path.stem} (html): {p['what']} in cell {p['cell']}{detail}"
+            lines.append(line)
+            if log:
+                log(line)
+    context.close()
+    return lines
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -231,24 +393,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", nargs="+", type=_window, default=list(WINDOWS), metavar="WxH")
     parser.add_argument("--slides", type=pathlib.Path, default=BUILD / "slides",
                         help="the folder that make slides wrote (default build/slides)")
+    parser.add_argument("--html", type=pathlib.Path, default=BUILD / "html",
+                        help="the folder that make export wrote (default build/html; its pages "
+                             "are checked when it exists)")
     args = parser.parse_args(argv)
     decks = deck_paths(args.lang, args.lessons, args.slides)
     if not decks:
         print(f"no decks under {args.slides}: run make slides first", file=sys.stderr)
         return 2
+    pages = page_paths(args.lang, args.lessons, args.html) if args.html.is_dir() else []
     from playwright.sync_api import sync_playwright
 
+    log = lambda s: print(s, flush=True)  # noqa: E731
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        reports = measure(browser, decks, args.windows, log=lambda s: print(s, flush=True))
+        html_lines = measure_html(browser, pages, log=log)
+        reports = measure(browser, decks, args.windows, log=log)
         browser.close()
+    print(f"html: {len(html_lines)} problems on {len(pages)} pages "
+          f"(formulas broken across lines in table cells, tables past the window or cut off)")
     for window in args.windows:
         mine = [r for r in reports if r.window == window]
         bad = sum(len(r.offenders) for r in mine)
         total = sum(len(r.slides) for r in mine)
         print(f"{window[0]}x{window[1]}: {bad} of {total} slides do not fit "
               f"({len(mine)} decks)")
-    return 1 if any(r.offenders for r in reports) else 0
+    return 1 if html_lines or any(r.offenders for r in reports) else 0
 
 
 if __name__ == "__main__":

@@ -35,6 +35,14 @@ checker                         module                                lesson
 :func:`check_layer_norm_backward_kernel`  :mod:`helpers.checks.kernels`  13
 ==============================  ====================================  ==========================
 
+When no known mistake matches, a result shows the smallest failing case (its inputs, a few
+expected and returned values, where they differ most) in both languages; an exception's text
+is quoted as torch or Python wrote it. The bank of wrong and right learner solutions in
+``tests/grader_bank`` proves every checker and drill: ``python -m tools.grader_audit`` (``make
+audit-graders``, and ``tests/test_grader_audit.py`` in ``make test``) prints, per checker, the
+wrong solutions rejected, those rejected with the right diagnosis, and the right ones accepted.
+No other module of ``helpers`` imports this package.
+
 A new checker is a list of :class:`Case`, a reference and a catalogue of :class:`Mistake`,
 handed to :func:`run_cases` (:mod:`helpers.checks.engine`). :func:`helpers.checks.scratch.from_scratch`
 wraps a learner's function so that calling torch's own implementation is diagnosed.

@@ -56,7 +56,8 @@ def _picker(names: Sequence[str], shapes: dict[str, Callable[[tuple], tuple]] | 
     return pick
 
 
-def _run(title, fn, names, pick, inputs, reference, catalogue, against, broadcast_mistake=None):
+def _run(title, fn, names, pick, inputs, reference, catalogue, against, broadcast_mistake=None,
+         arg_names=None):
     """Cases ``(name, args)`` × parts; ``reference(*args)`` and each mistake return the tuple.
     A broadcasting error in ``fn`` is reported as ``broadcast_mistake`` when given."""
     cases = [Case(f"{name}: {part}", (*args, part), 1e-6, 1e-6)
@@ -88,7 +89,8 @@ def _run(title, fn, names, pick, inputs, reference, catalogue, against, broadcas
         return one
 
     catalogue = [type(m)(m.key, m.en, m.zh, wrap(m.fn) if m.fn else None) for m in catalogue]
-    return run_cases(title, learner, cases, ref, catalogue, against=against)
+    return run_cases(title, learner, cases, ref, catalogue, against=against,
+                     names=None if arg_names is None else (*arg_names, "part"))
 
 
 # --------------------------------------------------------------------------------------
@@ -155,6 +157,15 @@ _BACKWARD_TEXTS = {
     "param_grad_uses_x": (
         "grad_weight sums grad_output * x; it multiplies x_hat, so sum(grad_output * x_hat).",
         "grad_weight 用了 grad_output * x 求和；weight 乘的是 x_hat，应为 sum(grad_output * x_hat)。"),
+    "grad_weight_is_sum_dy": (
+        "grad_weight is the sum of grad_output (that is grad_bias): weight multiplies x_hat, so "
+        "grad_weight = sum(grad_output * x_hat).",
+        "grad_weight 取成了 grad_output 之和（那是 grad_bias）：weight 乘的是 x_hat，"
+        "所以 grad_weight = sum(grad_output * x_hat)。"),
+    "eps_missing": (
+        "eps is left out of r = 1 / sqrt(var + eps): the forward pass divides by sqrt(var + eps), "
+        "so its backward does too.",
+        "r = 1 / sqrt(var + eps) 中漏了 eps：前向除以 sqrt(var + eps)，反向也一样。"),
     "param_grad_shape": (
         "a parameter gradient has the wrong shape: it must have the parameter's shape, summed "
         "over every dim that shares the parameter.",
@@ -173,12 +184,12 @@ _BACKWARD_TEXTS = {
 
 
 def _backward_catalogue(dims_fn, pshape_fn, lead_fn, wrong_axes_key, wrong_dims_fn):
-    def grads(dy, x, w, eps, *, dims=None, mean_param=False, x_param=False, **kw):
+    def grads(dy, x, w, eps, *, dims=None, mean_param=False, x_param=False, dy_param=False, **kw):
         d = dims_fn(x) if dims is None else dims
         dx, xhat = _norm_backward(dy, x, w, eps, d, pshape_fn(x), **kw)
         lead = lead_fn(x)
         dyd = dy.double()
-        src = x.double() if x_param else xhat
+        src = x.double() if x_param else (torch.ones_like(xhat) if dy_param else xhat)
         if mean_param:
             return dx, (dyd * src).mean(lead), dyd.mean(lead)
         return dx, (dyd * src).sum(lead), dyd.sum(lead)
@@ -200,6 +211,8 @@ def _backward_catalogue(dims_fn, pshape_fn, lead_fn, wrong_axes_key, wrong_dims_
         "gamma_missing": slip(gamma=False),
         "param_grad_mean": slip(mean_param=True),
         "param_grad_uses_x": slip(x_param=True),
+        "grad_weight_is_sum_dy": slip(dy_param=True),
+        "eps_missing": lambda dy, x, w, eps: grads(dy, x, w, 0.0),
         wrong_axes_key: wrong_axes,
         "param_grad_shape": None,  # reported by the shape check of the result
     }, extra=_BACKWARD_TEXTS)
@@ -219,8 +232,9 @@ def _backward_inputs(seed: int, cases, feature_dim: int) -> list:
     gain per feature along ``feature_dim``."""
     g = generator(seed)
     inputs = []
-    for name, shape in cases:
-        x = randn(*shape, g=g, scale=2.0, offset=1.0, dtype=torch.float64)
+    for name, shape, *scale in cases:
+        s = scale[0] if scale else 2.0
+        x = randn(*shape, g=g, scale=s, offset=s / 2, dtype=torch.float64)
         dy = randn(*shape, g=g, offset=0.3, dtype=torch.float64)
         w, _ = affine_params(shape[feature_dim], g, torch.float64)
         inputs.append((name, (dy, x, w, 1e-5)))
@@ -237,12 +251,16 @@ def check_bn_backward(fn: Callable, *, title: str = "bn_backward") -> CheckResul
               \frac{\partial L}{\partial\gamma} = \sum \frac{\partial L}{\partial y}\hat x,\quad
               \frac{\partial L}{\partial\beta} = \sum \frac{\partial L}{\partial y}
 
-    Mistakes named: either term of the input gradient missing, or both (statistics treated
-    as constants), the unbiased variance, gamma left out, parameter gradients averaged or
-    summed with x instead of x̂, per-sample (LayerNorm) axes, a parameter gradient of the
-    wrong shape. Lesson 12, section 3 (drill 6)."""
+    Cases: (N, C) = (8, 3) and (4, 4), (N, C, L) = (3, 2, 5), and (6, 2) with x ~ 1e-3
+    (where eps matters), float64. Mistakes named: either term of the input gradient missing,
+    or both (statistics treated as constants), the unbiased variance, eps left out, gamma
+    left out, parameter gradients averaged or summed with x instead of x̂, grad_weight equal
+    to grad_bias (the sum of grad_output), per-sample (LayerNorm) axes, a parameter gradient
+    of the wrong shape, a backward written for (N, C) only. Lesson 12, section 3 (drill 6)."""
     inputs = _backward_inputs(61, (("(N, C) = (8, 3)", (8, 3)), ("(N, C) = (4, 4)", (4, 4)),
-                                   ("(N, C, L) = (3, 2, 5)", (3, 2, 5))), feature_dim=1)
+                                   ("(N, C, L) = (3, 2, 5)", (3, 2, 5)),
+                                   ("(N, C) = (6, 2), x ~ 1e-3 (eps matters)", (6, 2), 1e-3)),
+                              feature_dim=1)
 
     def reference(dy, x, w, eps):
         b = torch.zeros_like(w)
@@ -256,7 +274,8 @@ def check_bn_backward(fn: Callable, *, title: str = "bn_backward") -> CheckResul
     catalogue = _backward_catalogue(_bn_dims, _bn_pshape, _bn_dims, "per_sample_axes",
                                     lambda x: list(range(1, x.dim())))
     return _run(title, fn, names, pick, inputs, reference, catalogue,
-                ("autograd through F.batch_norm", "经 F.batch_norm 的自动求导"))
+                ("autograd through F.batch_norm", "经 F.batch_norm 的自动求导"),
+                arg_names=("grad_output", "x", "weight", "eps"))
 
 
 def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResult:
@@ -264,10 +283,13 @@ def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResul
     backward pass of LayerNorm over the last dim of (N, d) or (B, T, d) input, against
     autograd through ``F.layer_norm`` in float64. The input gradient has BatchNorm's formula
     with means over the d features of each token; the parameter gradients sum over every
-    leading dim and have shape (d,). Mistakes as :func:`check_bn_backward`, with per-feature
-    (BatchNorm) axes instead. Lesson 12, section 3 (drill 7)."""
+    leading dim and have shape (d,). Cases: (N, d) = (3, 8) and (4, 4), (B, T, d) =
+    (2, 3, 5), and (2, 6) with x ~ 1e-3, float64. Mistakes as :func:`check_bn_backward`, with
+    per-feature (BatchNorm) axes instead. Lesson 12, section 3 (drill 7)."""
     inputs = _backward_inputs(62, (("(N, d) = (3, 8)", (3, 8)), ("(N, d) = (4, 4)", (4, 4)),
-                                   ("(B, T, d) = (2, 3, 5)", (2, 3, 5))), feature_dim=-1)
+                                   ("(B, T, d) = (2, 3, 5)", (2, 3, 5)),
+                                   ("(N, d) = (2, 6), x ~ 1e-3 (eps matters)", (2, 6), 1e-3)),
+                              feature_dim=-1)
 
     def reference(dy, x, w, eps):
         b = torch.zeros_like(w)
@@ -282,7 +304,8 @@ def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResul
                                     lambda x: list(range(x.dim() - 1)), "per_feature_axes",
                                     lambda x: list(range(x.dim() - 1)))
     return _run(title, fn, names, pick, inputs, reference, catalogue,
-                ("autograd through F.layer_norm", "经 F.layer_norm 的自动求导"))
+                ("autograd through F.layer_norm", "经 F.layer_norm 的自动求导"),
+                arg_names=("grad_output", "x", "weight", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -290,11 +313,16 @@ def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResul
 # --------------------------------------------------------------------------------------
 def _bn_forward(x, w, b, rm, rv, training, momentum, eps, *, store_biased=False,
                 normalise_unbiased=False, keras=False, eval_batch=False, train_running=False,
-                no_update=False, update_in_eval=False, eps_outside=False):
-    """BatchNorm forward returning (y, running_mean, running_var), with a switch per slip."""
+                no_update=False, update_in_eval=False, eps_outside=False, fresh_var=1.0,
+                fresh_mean=0.0):
+    """BatchNorm forward returning (y, running_mean, running_var), with a switch per slip;
+    ``None`` buffers (a freshly built layer) start at ``fresh_mean`` and ``fresh_var``."""
     x = x.double()
     dims = _bn_dims(x)
     shape = _bn_pshape(x)
+    c = x.shape[1]
+    rm = torch.full((c,), fresh_mean, dtype=torch.float64) if rm is None else rm
+    rv = torch.full((c,), fresh_var, dtype=torch.float64) if rv is None else rv
     rm, rv = rm.double(), rv.double()
     batch = training or eval_batch or update_in_eval
     if batch:
@@ -328,55 +356,78 @@ def check_bn_running_stats(fn: Callable, *, title: str = "bn_running_stats") -> 
 
     Training: normalise with the batch mean and the **biased** batch variance, and update
     ``running = (1 - momentum) * running + momentum * batch`` with the **unbiased** variance.
-    Eval: normalise with the running statistics, leave them unchanged. (The function may
-    update the buffers in place or return new tensors; the inputs are fresh copies each
-    time.) Cases: (N, C) and (N, C, L) in training at momentum 0.1 and 0.3, eval, and a
-    chain of three training steps followed by eval. Lesson 12, section 3 (drill 8)."""
+    Eval: normalise with the running statistics, leave them unchanged. ``running_mean`` and
+    ``running_var`` of ``None`` stand for a freshly built layer: the function creates them
+    as ``nn.BatchNorm1d`` does (zeros and ones, shape (C,)), then updates them. (The function
+    may update the buffers in place or return new tensors; the inputs are fresh copies each
+    time.) Cases, float64: (N, C) = (6, 3) and (N, C, L) = (3, 2, 4) in training at momentum
+    0.1 and 0.3, eval on (5, 3), a chain of three training steps on (4, 2) followed by eval,
+    and a fresh layer (None buffers) trained for one step on (4, 3) then evaluated.
+    Lesson 12, section 3 (drill 8)."""
     g = generator(63)
     inputs = []
 
-    def add(name, shape, training, momentum, steps=1):
+    def add(name, shape, training, momentum, steps=1, fresh=False):
         c = shape[1]
         xs = tuple(randn(*shape, g=g, scale=1.5, offset=2.0, dtype=torch.float64)
                    for _ in range(steps))
         w, b = affine_params(c, g, torch.float64)
         rm = randn(c, g=g, scale=0.5, dtype=torch.float64)
         rv = torch.rand(c, generator=g, dtype=torch.float64) + 0.5
+        if fresh:
+            rm = rv = None
         inputs.append((name, (xs, w, b, rm, rv, training, momentum, 1e-5)))
 
     add("train, (N, C) = (6, 3), momentum 0.1", (6, 3), True, 0.1)
     add("train, (N, C, L) = (3, 2, 4), momentum 0.3", (3, 2, 4), True, 0.3)
     add("eval, (N, C) = (5, 3)", (5, 3), False, 0.1)
     add("3 train steps then eval, (N, C) = (4, 2), momentum 0.2", (4, 2), True, 0.2, steps=4)
+    add("fresh layer (buffers None): 1 train step then eval, (N, C) = (4, 3), momentum 0.1",
+        (4, 3), True, 0.1, steps=2, fresh=True)
 
     def chain(step):
         """Run ``step`` over the case: one call, or train steps then an eval call."""
+        def cl(t):
+            return None if t is None else t.clone()
+
         def run(xs, w, b, rm, rv, training, momentum, eps):
             if len(xs) == 1:
-                return step(xs[0].clone(), w.clone(), b.clone(), rm.clone(), rv.clone(),
+                return step(xs[0].clone(), w.clone(), b.clone(), cl(rm), cl(rv),
                             training, momentum, eps)
             for x in xs[:-1]:
-                out = step(x.clone(), w.clone(), b.clone(), rm.clone(), rv.clone(), True,
+                out = step(x.clone(), w.clone(), b.clone(), cl(rm), cl(rv), True,
                            momentum, eps)
                 if out is None:
                     return None
                 rm, rv = (torch.as_tensor(t).detach().to(torch.float64) for t in out[1:])
-            return step(xs[-1].clone(), w.clone(), b.clone(), rm.clone(), rv.clone(), False,
+            return step(xs[-1].clone(), w.clone(), b.clone(), cl(rm), cl(rv), False,
                         momentum, eps)
         return run
 
     def torch_step(x, w, b, rm, rv, training, momentum, eps):
-        rm, rv = rm.clone(), rv.clone()
+        c = x.shape[1]  # a fresh layer: nn.BatchNorm1d's zeros and ones
+        rm = torch.zeros(c, dtype=x.dtype) if rm is None else rm.clone()
+        rv = torch.ones(c, dtype=x.dtype) if rv is None else rv.clone()
         y = F.batch_norm(x, rm, rv, w, b, training, momentum, eps)
         return y, rm, rv
 
     names = ("y", "running_mean", "running_var")
-    shapes = {"y": lambda a: a[0][-1].shape, "running_mean": lambda a: a[3].shape,
-              "running_var": lambda a: a[3].shape}
+    shapes = {"y": lambda a: a[0][-1].shape, "running_mean": lambda a: a[0][-1].shape[1:2],
+              "running_var": lambda a: a[0][-1].shape[1:2]}
     pick = _picker(names, shapes)
 
     def learner_step(x, w, b, rm, rv, training, momentum, eps):
-        out = fn(x, w, b, rm, rv, training, momentum, eps)
+        try:
+            out = fn(x, w, b, rm, rv, training, momentum, eps)
+        except (TypeError, AttributeError) as e:
+            if rm is None and "NoneType" in str(e):  # the buffers of a fresh layer not created
+                raise PartError(f"{type(e).__name__}: {e}".splitlines()[0],
+                                "fresh_buffers_missing") from e
+            raise
+        if rm is None and isinstance(out, (tuple, list)) and len(out) == 3 and (
+                out[1] is None or out[2] is None):
+            raise PartError("returned None for a running statistic of a fresh layer",
+                            "fresh_buffers_missing")
         # the learner may update in place and return the same tensors: pick checks structure
         return tuple(pick(out, n, ((x,), w, b, rm)) for n in names)
 
@@ -392,7 +443,25 @@ def check_bn_running_stats(fn: Callable, *, title: str = "bn_running_stats") -> 
         "running_stats_not_updated": slip(no_update=True),
         "updated_in_eval": slip(update_in_eval=True),
         "eps_outside_sqrt": slip(eps_outside=True),
+        "fresh_running_var_zero": slip(fresh_var=0.0),
+        "fresh_buffers_swapped": slip(fresh_var=0.0, fresh_mean=1.0),
+        "fresh_buffers_missing": None,
     }, extra={
+        "fresh_running_var_zero": (
+            "a fresh layer's running_var starts at 0: nn.BatchNorm1d starts it at 1 (and "
+            "running_mean at 0), so that a layer evaluated before any training step divides by "
+            "sqrt(1 + eps), not by sqrt(eps).",
+            "新建层的 running_var 从 0 开始了：nn.BatchNorm1d 让它从 1 开始（running_mean 从 0 开始），"
+            "这样在任何训练步之前评估时除以的是 sqrt(1 + eps)，而不是 sqrt(eps)。"),
+        "fresh_buffers_swapped": (
+            "a fresh layer's buffers are swapped: running_mean starts at 0 and running_var at 1, "
+            "as in nn.BatchNorm1d.",
+            "新建层的两个缓冲区初始值弄反了：running_mean 从 0 开始，running_var 从 1 开始，与 nn.BatchNorm1d 相同。"),
+        "fresh_buffers_missing": (
+            "running_mean and running_var of None stand for a freshly built layer: create them "
+            "first, torch.zeros(C) and torch.ones(C) (what nn.BatchNorm1d registers), then update them.",
+            "running_mean 和 running_var 为 None 表示新建的层：先创建它们，torch.zeros(C) 和 torch.ones(C)"
+            "（nn.BatchNorm1d 注册的就是这两个），再更新。"),
         "running_var_biased": (
             "running_var is updated with the biased batch variance. PyTorch normalises with the "
             "biased variance but stores the unbiased one, var * m / (m - 1) (m values per "
@@ -430,14 +499,16 @@ def check_bn_running_stats(fn: Callable, *, title: str = "bn_running_stats") -> 
         return out[names.index(part)]
 
     return _run(title, chain(learner_step), names, pick_any, inputs, chain(torch_step), catalogue,
-                ("F.batch_norm with its buffers", "带缓冲区的 F.batch_norm"))
+                ("F.batch_norm with its buffers", "带缓冲区的 F.batch_norm"),
+                arg_names=("x (each step)", "weight", "bias", "running_mean", "running_var", "training",
+                           "momentum", "eps"))
 
 
 # --------------------------------------------------------------------------------------
 # folding BatchNorm into the linear layer before it
 # --------------------------------------------------------------------------------------
 def _fold(W, b, gamma, beta, rm, rv, eps, *, no_eps=False, variance=False, no_mean=False,
-          drop_bias=False, columns=False, fixed_eps=None):
+          drop_bias=False, columns=False, fixed_eps=None, no_beta=False, bias_unscaled=False):
     W, b, gamma, beta, rm, rv = (t.double() for t in (W, b, gamma, beta, rm, rv))
     e = 0.0 if no_eps else (fixed_eps if fixed_eps is not None else eps)
     denom = (rv + e) if variance else (rv + e).sqrt()
@@ -449,7 +520,9 @@ def _fold(W, b, gamma, beta, rm, rv, eps, *, no_eps=False, variance=False, no_me
     else:
         Wf = W * s[:, None]
     bias = torch.zeros_like(b) if drop_bias else b
-    bf = (bias if no_mean else bias - rm) * s + beta
+    bf = (bias if no_mean else bias - rm) * s + (0 if no_beta else beta)
+    if bias_unscaled:
+        bf = b - rm * s + beta
     return Wf, bf
 
 
@@ -494,7 +567,17 @@ def check_fold_bn(fn: Callable, *, title: str = "fold_bn") -> CheckResult:
         "fold_linear_bias_dropped": slip(drop_bias=True),
         "fold_scale_on_columns": slip(columns=True),
         "fold_eps_hard_coded": lambda *a: None if a[-1] == 1e-5 else _fold(*a, fixed_eps=1e-5),
+        "fold_beta_missing": slip(no_beta=True),
+        "fold_linear_bias_unscaled": slip(bias_unscaled=True),
     }, extra={
+        "fold_beta_missing": (
+            "BatchNorm's shift beta (bn_bias) is left out of the folded bias: b' = s * (b - "
+            "running_mean) + beta.",
+            "折叠后的偏置漏了 BatchNorm 的平移 beta（bn_bias）：b' = s * (b - running_mean) + beta。"),
+        "fold_linear_bias_unscaled": (
+            "the linear layer's bias is added unscaled: BatchNorm scales the whole pre-activation "
+            "W x + b by s, so b' = s * (b - running_mean) + beta.",
+            "线性层的偏置没有乘缩放系数：BatchNorm 把整个 W x + b 乘以 s，所以 b' = s * (b - running_mean) + beta。"),
         "fold_eps_missing": (
             "eps is left out: the scale is gamma / sqrt(running_var + eps), with the BatchNorm "
             "layer's eps (it matters when running_var is small).",
@@ -522,14 +605,15 @@ def check_fold_bn(fn: Callable, *, title: str = "fold_bn") -> CheckResult:
     })
     return _run(title, fn, names, _picker(names, shapes), inputs, reference, catalogue,
                 ("torch.nn.utils.fusion.fuse_linear_bn_weights", "torch.nn.utils.fusion.fuse_linear_bn_weights"),
-                broadcast_mistake="fold_scale_on_columns")
+                broadcast_mistake="fold_scale_on_columns",
+                arg_names=("weight", "bias", "bn_weight", "bn_bias", "running_mean", "running_var", "eps"))
 
 
 # --------------------------------------------------------------------------------------
 # synchronised BatchNorm: merging per-process statistics
 # --------------------------------------------------------------------------------------
 def _merge(counts, means, vars_, *, weighted=True, between=True, plain_average=False,
-           swap=False, same=False):
+           swap=False, same=False, between_unweighted=False, process_count=False):
     n = counts.double()
     total = n.sum()
     means, vars_ = means.double(), vars_.double()
@@ -539,8 +623,10 @@ def _merge(counts, means, vars_, *, weighted=True, between=True, plain_average=F
     else:
         var = (n[:, None] * vars_).sum(0) / total
         if between:
-            var = var + (n[:, None] * (means - mean).square()).sum(0) / total
-    unbiased = var if same else var * total / (total - 1)
+            nb = torch.ones_like(n) if between_unweighted else n
+            var = var + (nb[:, None] * (means - mean).square()).sum(0) / total
+    k = torch.tensor(float(len(n)), dtype=torch.float64)
+    unbiased = var if same else (var * k / (k - 1) if process_count else var * total / (total - 1))
     if swap:
         var, unbiased = unbiased, var
     return mean, var, unbiased
@@ -586,7 +672,17 @@ def check_sync_bn_merge(fn: Callable, *, title: str = "sync_bn_merge") -> CheckR
         "averaged_variances": slip(plain_average=True),
         "unbiased_not_corrected": slip(same=True),  # before the swap: ties keep this order
         "biased_unbiased_swapped": slip(swap=True),
+        "between_term_unweighted": slip(between_unweighted=True),
+        "unbiased_process_count": slip(process_count=True),
     }, extra={
+        "between_term_unweighted": (
+            "the between-group term is not weighted by the counts: var = sum_k n_k (var_k + "
+            "(mean_k - mean)^2) / N, the n_k multiplying both terms.",
+            "组间项没有按样本数加权：var = sum_k n_k (var_k + (mean_k - mean)^2) / N，n_k 同时乘两项。"),
+        "unbiased_process_count": (
+            "the unbiased variance uses the number of processes K: it is var * N / (N - 1) with N "
+            "the global number of samples.",
+            "无偏方差用了进程数 K：应为 var * N / (N - 1)，N 是全局样本数。"),
         "unweighted_mean": (
             "the process means are averaged without their counts (uneven shards). Weight each "
             "by n_k / N: mean = sum_k n_k mean_k / N.",
@@ -616,4 +712,5 @@ def check_sync_bn_merge(fn: Callable, *, title: str = "sync_bn_merge") -> CheckR
         return fn(counts.clone(), means.clone(), vars_.clone())
 
     return _run(title, learner, names, pick, inputs, reference, catalogue,
-                ("the statistics of the concatenated shards", "拼接后全部数据的统计量"))
+                ("the statistics of the concatenated shards", "拼接后全部数据的统计量"),
+                arg_names=("counts", "means", "vars", "the concatenated data"))

@@ -19,38 +19,42 @@ inputs come from its own ``torch.Generator`` and the learner's function runs ins
 
 from __future__ import annotations
 
-import traceback
 from typing import Callable
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .engine import CheckResult
+from .engine import NO_MATCH, CheckResult, case_numel, error_line, error_text, show_case
 
 __all__ = ["check_weight_decay_groups", "check_frozen_batch_norm", "check_batch_renorm"]
 
 
 def _raised(e: Exception) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()[0][:200]
-    tb = traceback.extract_tb(e.__traceback__)
-    return f"{text} (line {tb[-1].lineno})" if tb else text
+    return error_text(e) + error_line(e)
+
+
+def _raised_zh(e: Exception) -> str:
+    line = error_line(e)
+    return error_text(e) + (f"（第 {line[7:-1]} 行）" if line else "")
 
 
 def _call(fn, *args):
-    """Run the learner's function without touching the global RNG; return (output, error)."""
+    """Run the learner's function without touching the global RNG; return (output, error,
+    the error in the Chinese message: torch's text verbatim)."""
     try:
         with torch.random.fork_rng(devices=[]):
-            return fn(*args), None
+            return fn(*args), None, None
     except Exception as e:  # the learner's bug: a diagnosis, never raised
-        return None, _raised(e)
+        return None, _raised(e), _raised_zh(e)
 
 
 def _fail(title: str, what_en: str, what_zh: str, key: str | None, texts: dict,
-          cases: list[str]) -> CheckResult:
+          cases: list[str], shown: tuple[str, str] | None = None) -> CheckResult:
     if key is None:
-        en = "No known mistake matches; print your result beside the expected one on that case."
-        zh = "没有匹配到已知错误；请在该用例上把你的结果与期望结果并排打印比较。"
+        en, zh = NO_MATCH
+        if shown:
+            en, zh = f"{en}\n{shown[0]}", f"{zh}\n{shown[1]}"
     else:
         en, zh = texts[key]
         en, zh = f"Likely mistake: {en}", f"可能的错误：{zh}"
@@ -142,9 +146,9 @@ def check_weight_decay_groups(fn: Callable[[nn.Module, float], list]) -> CheckRe
     with torch.random.fork_rng(devices=[]):  # the layers' initialisation draws
         torch.manual_seed(0)
         model, wd = _Mixed().double(), 0.05
-    groups, err = _call(fn, model, wd)
+    groups, err, err_zh = _call(fn, model, wd)
     if err is not None:
-        return _fail(title, f"your function raised {err}.", f"你的函数抛出异常 {err}。",
+        return _fail(title, f"your function raised {err}.", f"你的函数抛出异常 {err_zh}。",
                      None, _WD_TEXTS, ["call"])
     try:
         groups = list(groups)
@@ -155,7 +159,7 @@ def check_weight_decay_groups(fn: Callable[[nn.Module, float], list]) -> CheckRe
                 assigned.setdefault(id(p), []).append(value)
     except Exception as e:  # a malformed return value
         return _fail(title, f"the groups could not be read ({_raised(e)}).",
-                     f"无法读取返回的参数组（{_raised(e)}）。", "bad_format", _WD_TEXTS, ["format"])
+                     f"无法读取返回的参数组（{_raised_zh(e)}）。", "bad_format", _WD_TEXTS, ["format"])
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     wrong_count = [n for n, p in named if len(assigned.get(id(p), [])) != 1]
     if wrong_count:
@@ -205,6 +209,14 @@ _FROZEN_TEXTS = {
         "eps outside the square root: weight / (sqrt(running_var) + eps). It is "
         "weight * (running_var + eps).rsqrt().",
         "eps 放在了平方根外面：weight / (sqrt(running_var) + eps)。正确的是 weight * (running_var + eps).rsqrt()。"),
+    "eps_missing": (
+        "eps is left out: weight * running_var.rsqrt(). That is torchvision's FrozenBatchNorm2d "
+        "before version 0.9 (vision PR 2933), which is why torchvision still loads its v1 COCO "
+        "detection weights with overwrite_eps(model, 0.0). The layer's eps belongs inside the "
+        "root: weight * (running_var + eps).rsqrt().",
+        "漏掉了 eps：weight * running_var.rsqrt()。这是 torchvision 0.9 之前（vision PR 2933）的 "
+        "FrozenBatchNorm2d，所以 torchvision 至今在加载 v1 版 COCO 检测权重时要调用 overwrite_eps(model, 0.0)。"
+        "该层的 eps 应放在根号里：weight * (running_var + eps).rsqrt()。"),
     "var_as_std": (
         "running_var used as a standard deviation (no square root): divide by "
         "sqrt(running_var + eps).",
@@ -213,6 +225,11 @@ _FROZEN_TEXTS = {
         "the running mean is not subtracted: the shift is bias - running_mean * scale, "
         "not bias.",
         "没有减去滑动均值：平移项是 bias - running_mean * scale，而不是 bias。"),
+    "affine_missing": (
+        "weight and bias are not applied: the frozen layer still scales and shifts, "
+        "y = (x - running_mean) / sqrt(running_var + eps) * weight + bias.",
+        "没有使用 weight 和 bias：冻结的层仍要缩放和平移，"
+        "y = (x - running_mean) / sqrt(running_var + eps) * weight + bias。"),
     "channel_last": (
         "the per-channel vectors broadcast along the last dim. Reshape them to "
         "(1, C, 1, 1, ...): the channel is dim 1.",
@@ -225,7 +242,9 @@ _FROZEN_TEXTS = {
 
 
 def _frozen_ref(x, w, b, rm, rv, eps, *, batch=False, eps_out=False, no_sqrt=False,
-                no_mean=False, last=False):
+                no_mean=False, last=False, no_affine=False):
+    if no_affine:
+        w, b = torch.ones_like(w), torch.zeros_like(b)
     shape = [1] * (x.dim() - 1) + [-1] if last else [1, -1] + [1] * (x.dim() - 2)
     if batch:
         dims = [0] + list(range(2, x.dim()))
@@ -236,34 +255,35 @@ def _frozen_ref(x, w, b, rm, rv, eps, *, batch=False, eps_out=False, no_sqrt=Fal
     return x * scale.reshape(shape) + shift.reshape(shape)
 
 
-def _run_cases(title, fn, cases, reference, mistakes, texts, *, grad=None):
+def _run_cases(title, fn, cases, reference, mistakes, texts, *, grad=None, names=()):
     """Shared loop: ``cases`` = [(name, args)]; ``reference(*args)`` the expected output;
     ``mistakes`` = {key: buggy(*args)}; ``grad`` optional (name, args) -> extra check."""
-    failures = []
+    failures = []  # (name, what, what in Chinese, key, args, ref, out)
     for name, args in cases:
         clones = tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
         ref = reference(*args)
-        out, err = _call(fn, *clones)
+        out, err, err_zh = _call(fn, *clones)
         if err is not None:
-            failures.append((name, f"raised {err}", f"抛出异常 {err}", None))
+            failures.append((name, f"raised {err}", f"抛出异常 {err_zh}", None, args, ref, None))
             continue
         if not isinstance(out, Tensor) or out.shape != ref.shape:
             shape = tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__
             failures.append((name, f"returned {shape}, expected shape {tuple(ref.shape)}",
-                             f"返回了 {shape}，应为形状 {tuple(ref.shape)}", None))
+                             f"返回了 {shape}，应为形状 {tuple(ref.shape)}", None, args, ref,
+                             out if isinstance(out, Tensor) else None))
             continue
         changed = [a for a, c in zip(args, clones) if isinstance(a, Tensor) and a.dim() == 1
                    and not torch.equal(a, c)]
         if changed and "buffers_modified" in texts:
             failures.append((name, "changed its inputs in place", "原地修改了输入",
-                             "buffers_modified"))
+                             "buffers_modified", args, ref, out))
             continue
         out = out.detach().double()
         if torch.allclose(out, ref, rtol=1e-6, atol=1e-6):
             if grad is not None:
                 bad = grad(name, args)
                 if bad is not None:
-                    failures.append((name, *bad))
+                    failures.append((name, *bad, args, None, None))
             continue
         key = None
         for k, buggy in mistakes.items():
@@ -276,17 +296,24 @@ def _run_cases(title, fn, cases, reference, mistakes, texts, *, grad=None):
                 key = k
                 break
         err_max = float(torch.nan_to_num((out - ref).abs(), nan=float("inf")).max())
-        failures.append((name, f"max abs error {err_max:.3g}", f"最大绝对误差 {err_max:.3g}", key))
+        failures.append((name, f"max abs error {err_max:.3g}", f"最大绝对误差 {err_max:.3g}", key,
+                         args, ref, out))
     if not failures:
         return CheckResult(True, f"✔ {title}: all {len(cases)} cases match. "
                                  f"/ 全部 {len(cases)} 个用例都正确。")
     keys = [f[3] for f in failures if f[3] is not None]
     key = max(keys, key=keys.count) if keys else None
     first = next(f for f in failures if key is None or f[3] == key)
+    shown = None
+    if key is None:
+        small = [f for f in failures if f[5] is not None]
+        if small:
+            f = min(small, key=lambda f: case_numel(f[4]))
+            shown = show_case(f[0], f[4], names, f[5], f[6])
     return _fail(title, f"{len(failures)} of {len(cases)} cases fail (first: '{first[0]}', "
                         f"{first[1]}).",
                  f"{len(cases)} 个用例中有 {len(failures)} 个不通过（首个：'{first[0]}'，{first[2]}）。",
-                 key, texts, [f[0] for f in failures])
+                 key, texts, [f[0] for f in failures], shown)
 
 
 def check_frozen_batch_norm(fn: Callable[..., Tensor]) -> CheckResult:
@@ -321,10 +348,13 @@ def check_frozen_batch_norm(fn: Callable[..., Tensor]) -> CheckResult:
         "batch_statistics": lambda *a: _frozen_ref(*a, batch=True),
         "eps_outside_sqrt": lambda *a: _frozen_ref(*a, eps_out=True),
         "var_as_std": lambda *a: _frozen_ref(*a, no_sqrt=True),
+        "eps_missing": lambda x, w, b, rm, rv, eps: _frozen_ref(x, w, b, rm, rv, 0.0),
+        "affine_missing": lambda *a: _frozen_ref(*a, no_affine=True),
         "mean_not_subtracted": lambda *a: _frozen_ref(*a, no_mean=True),
         "channel_last": lambda *a: _frozen_ref(*a, last=True),
     }
-    return _run_cases("frozen_batch_norm", fn, cases, reference, mistakes, _FROZEN_TEXTS)
+    return _run_cases("frozen_batch_norm", fn, cases, reference, mistakes, _FROZEN_TEXTS,
+                      names=("x", "weight", "bias", "running_mean", "running_var", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -341,6 +371,9 @@ _RENORM_TEXTS = {
         "r and d are not clipped: r = clamp(sigma_B / sigma, 1/rmax, rmax), "
         "d = clamp((mu_B - mu) / sigma, -dmax, dmax).",
         "没有对 r 和 d 截断：r = clamp(sigma_B / sigma, 1/rmax, rmax)，d = clamp((mu_B - mu) / sigma, -dmax, dmax)。"),
+    "d_not_clipped": (
+        "r is clipped but d is not: d = clamp((mu_B - mu) / sigma, -dmax, dmax).",
+        "截断了 r 却没有截断 d：d = clamp((mu_B - mu) / sigma, -dmax, dmax)。"),
     "r_inverted": (
         "r inverted: it is sigma_B / sigma (batch over running), so that "
         "(x - mu_B) / sigma_B * r = (x - mu_B) / sigma when unclipped.",
@@ -353,6 +386,11 @@ _RENORM_TEXTS = {
         "unbiased batch variance (dividing by m - 1); Algorithm 1 uses the biased one: "
         "sigma_B = sqrt(eps + mean((x - mu_B)**2)).",
         "使用了无偏的批方差（除以 m - 1）；算法 1 用的是有偏方差：sigma_B = sqrt(eps + mean((x - mu_B)**2))。"),
+    "std_as_variance": (
+        "running_std is treated as a variance (its square root taken): it is already the running "
+        "standard deviation sigma, used as it is in r = sigma_B / sigma and d = (mu_B - mu) / sigma.",
+        "把 running_std 当成了方差（又开了平方根）：它本身就是滑动标准差 sigma，直接用于 "
+        "r = sigma_B / sigma 和 d = (mu_B - mu) / sigma。"),
     "plain_batch_norm": (
         "r and d are missing (this is plain BatchNorm): x_hat = (x - mu_B) / sigma_B * r + d.",
         "缺少 r 和 d（这就是普通的 BatchNorm）：x_hat = (x - mu_B) / sigma_B * r + d。"),
@@ -360,7 +398,9 @@ _RENORM_TEXTS = {
 
 
 def _renorm_ref(x, rm, rs, w, b, rmax, dmax, eps, *, detach=True, clip=True, invert=False,
-                d_raw=False, unbiased=False, plain=False):
+                d_raw=False, unbiased=False, plain=False, std_as_var=False, clip_d=True):
+    if std_as_var:  # running_std read as a variance: its square root taken
+        rs = rs.sqrt()
     dims = [0] + list(range(2, x.dim()))
     sh = [1, -1] + [1] * (x.dim() - 2)
     mu = x.mean(dims)
@@ -368,7 +408,8 @@ def _renorm_ref(x, rm, rs, w, b, rmax, dmax, eps, *, detach=True, clip=True, inv
     r = rs / sigma if invert else sigma / rs
     d = (mu - rm) if d_raw else (mu - rm) / rs
     if clip:
-        r, d = r.clamp(1 / rmax, rmax), d.clamp(-dmax, dmax)
+        r = r.clamp(1 / rmax, rmax)
+        d = d.clamp(-dmax, dmax) if clip_d else d
     if detach:
         r, d = r.detach(), d.detach()
     x_hat = (x - mu.reshape(sh)) / sigma.reshape(sh)
@@ -421,7 +462,7 @@ def check_batch_renorm(fn: Callable[..., Tensor]) -> CheckResult:
             with torch.random.fork_rng(devices=[]):
                 got = grad_of(fn)
         except Exception as e:
-            return (f"backward raised {_raised(e)}", f"反向传播抛出异常 {_raised(e)}", None)
+            return (f"backward raised {_raised(e)}", f"反向传播抛出异常 {_raised_zh(e)}", None)
         want = grad_of(_renorm_ref)
         if torch.allclose(got.double(), want, rtol=1e-6, atol=1e-6):
             return None
@@ -437,6 +478,9 @@ def check_batch_renorm(fn: Callable[..., Tensor]) -> CheckResult:
         "r_inverted": lambda *a: _renorm_ref(*a, invert=True).detach(),
         "d_not_scaled": lambda *a: _renorm_ref(*a, d_raw=True).detach(),
         "unbiased_variance": lambda *a: _renorm_ref(*a, unbiased=True).detach(),
+        "std_as_variance": lambda *a: _renorm_ref(*a, std_as_var=True).detach(),
+        "d_not_clipped": lambda *a: _renorm_ref(*a, clip_d=False).detach(),
     }
     return _run_cases("batch_renorm", fn, cases, reference, mistakes, _RENORM_TEXTS,
-                      grad=grad_check)
+                      grad=grad_check, names=("x", "running_mean", "running_std", "weight", "bias",
+                                              "rmax", "dmax", "eps"))

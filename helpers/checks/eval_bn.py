@@ -59,9 +59,8 @@ def check_batch_norm_eval(fn: Callable[..., Tensor], *, title: str = "batch_norm
     one sample (which must work in eval mode), (N, C, L) with L = C (buffers not reshaped),
     (N, C, H, W), a tiny running variance (eps placement, a missing square root), float16.
     Mistake keys: ``batch_statistics_in_eval``, ``variance_without_sqrt``, ``eps_outside_sqrt``,
-    ``debiased_running_var``, ``missing_keepdim`` (here: the buffers not reshaped to
-    (1, C, 1, ...), the same key as the other checkers' misaligned statistics),
-    ``affine_missing``, ``wrong_dtype``.
+    ``debiased_running_var``, ``buffers_not_reshaped`` (the buffers not reshaped to
+    (1, C, 1, ...)), ``eps_missing``, ``affine_missing``, ``wrong_dtype``.
 
     Lesson 12.
     """
@@ -109,7 +108,7 @@ def check_batch_norm_eval(fn: Callable[..., Tensor], *, title: str = "batch_norm
             "eval mode takes nothing from the current batch, not even its size.",
             "把 running_var 乘了 (m-1)/m。它应按存储的值直接使用（无偏估计）；eval 模式不从当前 batch "
             "取任何东西，连 batch 的大小也不用。"),
-        "missing_keepdim": (  # the key of the other checkers for statistics that do not line up
+        "buffers_not_reshaped": (
             "the (C,) buffers broadcast against the last dim (or fail to broadcast). Reshape them to (1, C, 1, ...) so "
             "that they line up with the channel dim 1.",
             "形状为 (C,) 的缓冲区沿最后一维广播了（或无法广播）。应 reshape 成 (1, C, 1, ...)，与通道维 1 对齐。"),
@@ -119,7 +118,9 @@ def check_batch_norm_eval(fn: Callable[..., Tensor], *, title: str = "batch_norm
         "variance_without_sqrt": _eval_variant(no_sqrt=True),
         "eps_outside_sqrt": _eval_variant(eps_outside=True),
         "debiased_running_var": _eval_variant(debias=True),
-        "missing_keepdim": _eval_variant(last_dim=True),
+        "buffers_not_reshaped": _eval_variant(last_dim=True),
+        "eps_missing": lambda x, rm, rv, w, b, eps: _eval_variant()(x, rm, rv, w, b, 0.0),
         "affine_missing": _eval_variant(affine=False),
     }
-    return run_cases(title, fn, cases, ref, mistakes(variants, extra=texts))
+    return run_cases(title, fn, cases, ref, mistakes(variants, extra=texts),
+                     names=("x", "running_mean", "running_var", "weight", "bias", "eps"))

@@ -89,7 +89,23 @@ def _precision_and_affine_slips(dims_fn: Callable, per_feature: Callable) -> dic
         "half_not_float32": lambda x, w, b, eps: _only_if(x.dtype == torch.float16, lambda: affine(
             _mv_norm(x, dims_fn(x), eps, in_dtype=True), x, w, b)),
         "affine_missing": lambda x, w, b, eps: _cast_like(_mv_norm(x, dims_fn(x), eps), x),
+        "eps_missing": lambda x, w, b, eps: _cast_like(affine(
+            _mv_norm(x, dims_fn(x), 0.0), x, w.double(), b.double()), x),
+        "not_normalised": lambda x, w, b, eps: _cast_like(
+            affine(x.double(), x, w.double(), b.double()), x),
+        "affine_order": lambda x, w, b, eps: _cast_like(
+            (_mv_norm(x, dims_fn(x), eps) + per_feature(b.double(), x)) * per_feature(w.double(), x), x),
     }
+
+
+NOT_NORMALISED = (
+    "the input is not normalised at all: only the affine step x * weight + bias. Subtract the "
+    "mean and divide by sqrt(var + eps) first.",
+    "输入根本没有归一化：只做了仿射变换 x * weight + bias。应先减去均值、再除以 sqrt(var + eps)。")
+AFFINE_ORDER = (
+    "bias added before the weight multiplies: (x_hat + bias) * weight. The affine step is "
+    "x_hat * weight + bias.",
+    "先加 bias 再乘 weight：(x_hat + bias) * weight。仿射变换应为 x_hat * weight + bias。")
 
 
 def _only_if(cond: bool, thunk: Callable[[], Tensor]) -> Tensor | None:
@@ -150,6 +166,8 @@ def check_layer_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
             lambda: _cast_like(_affine_last(_mv_norm(x, _last(x), eps, keepdim=False), w, b), x)),
         **_precision_and_affine_slips(_last, lambda p, x: p),
     }, extra={
+        "affine_order": AFFINE_ORDER,
+        "not_normalised": NOT_NORMALISED,
         "mean_not_subtracted": (
             "the mean is not subtracted (that is RMSNorm, not LayerNorm): LayerNorm centres "
             "each row first, x - x.mean(-1, keepdim=True).",
@@ -166,7 +184,7 @@ def check_layer_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
             "the features of each sample: dim=-1.",
             "在 batch 维上求统计量（那是 BatchNorm 的轴）。LayerNorm 在每个样本自己的特征上归约：dim=-1。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "weight", "bias", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -226,8 +244,12 @@ def check_batch_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
         "per_sample_statistics": variant(lambda t: list(range(1, t.dim()))),
         "missing_keepdim": lambda x, w, b, eps: _only_if(x.dim() > 2, lambda: _cast_like(
             _affine_ch(_mv_norm(x, _bn_dims(x), eps, keepdim=False), x, w, b), x)),
+        "params_not_reshaped": lambda x, w, b, eps: _only_if(x.dim() > 2, lambda: _cast_like(
+            _affine_last(_mv_norm(x, _bn_dims(x), eps), w, b), x)),
         **_precision_and_affine_slips(_bn_dims, _ch),
     }, extra={
+        "affine_order": AFFINE_ORDER,
+        "not_normalised": NOT_NORMALISED,
         "forgot_spatial_dims": (
             "statistics over the batch dim only: for (N, C, L, ...) input BatchNorm reduces "
             "over N and every spatial dim, i.e. dim=(0, 2, 3, ...), one mean per channel.",
@@ -239,7 +261,7 @@ def check_batch_norm(fn: Callable[[Tensor, Tensor, Tensor, float], Tensor], *, t
             "按样本求统计量（在通道和位置上归约）：那是 LayerNorm。BatchNorm 是每个通道在整个 batch 上"
             "共享统计量：dim=(0, 2, ...)。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "weight", "bias", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -291,6 +313,12 @@ def check_rms_norm(fn: Callable[[Tensor, Tensor, float], Tensor], *, title: str 
         "missing_keepdim": lambda x, w, eps: _only_if(x.dim() == 2 and x.shape[0] == x.shape[1],
             lambda: lastw(rms(x, _last(x), eps, keepdim=False), x, w)),
         "no_gain": lambda x, w, eps: _cast_like(rms(x, _last(x), eps), x),
+        "eps_missing": lambda x, w, eps: lastw(rms(x, _last(x), 0.0), x, w),
+        "std_not_rms": lambda x, w, eps: lastw(
+            x.double() / (x.double().var(-1, unbiased=False, keepdim=True) + eps).sqrt(), x, w),
+        "l2_normalised": lambda x, w, eps: lastw(
+            x.double() / x.double().norm(dim=-1, keepdim=True).clamp_min(1e-12), x, w),
+        "one_plus_gain": lambda x, w, eps: _cast_like(rms(x, _last(x), eps) * (1 + w.double()), x),
         "half_not_float32": lambda x, w, eps: _only_if(x.dtype == torch.float16, lambda:
             rms(x, _last(x), eps, in_dtype=True) * w),
     }, extra={
@@ -302,6 +330,21 @@ def check_rms_norm(fn: Callable[[Tensor, Tensor, float], Tensor], *, title: str 
             "statistics over the last two dims of a (B, T, d) input, mixing time steps; reduce "
             "over dim=-1 only.",
             "在 (B, T, d) 输入的最后两维上求统计量，混合了不同时间步；只应在 dim=-1 上归约。"),
+        "l2_normalised": (
+            "x divided by its L2 norm (F.normalize): that gives each row norm 1, RMSNorm gives "
+            "it norm sqrt(d). RMSNorm divides by the root mean square, sqrt(mean(x**2) + eps), "
+            "not by sqrt(sum(x**2)).",
+            "用 x 的 L2 范数去除（F.normalize）：这样每行的范数为 1，而 RMSNorm 让范数为 sqrt(d)。"
+            "RMSNorm 除以均方根 sqrt(mean(x**2) + eps)，而不是 sqrt(sum(x**2))。"),
+        "std_not_rms": (
+            "x divided by its standard deviation, sqrt(var + eps): RMSNorm divides by the root "
+            "mean square sqrt(mean(x**2) + eps), which does not subtract the mean.",
+            "x 除以了它的标准差 sqrt(var + eps)：RMSNorm 除以均方根 sqrt(mean(x**2) + eps)，不减去均值。"),
+        "one_plus_gain": (
+            "the gain applied as (1 + weight), Gemma's convention (its stored weight starts at 0). "
+            "The exercise's weight is the gain itself, as in LLaMA and torch.nn.RMSNorm: x / rms * weight.",
+            "增益写成了 (1 + weight)，这是 Gemma 的约定（它存储的 weight 初始为 0）。"
+            "本题的 weight 就是增益本身，与 LLaMA 和 torch.nn.RMSNorm 相同：x / rms * weight。"),
         "no_gain": (
             "the learnable gain (weight) is not applied. RMSNorm has a learnable per-feature "
             "gain g (and no bias): y = x / rms * weight.",
@@ -314,7 +357,7 @@ def check_rms_norm(fn: Callable[[Tensor, Tensor, float], Tensor], *, title: str 
             "应转为 float32 计算（x.float()），再用 .to(x.dtype) 转回。见第 07 课第 6 节"
             "（“半精度：为什么内核用 float32 累加”）。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "weight", "eps"))
 
 
 # --------------------------------------------------------------------------------------
@@ -344,6 +387,7 @@ def check_group_norm(fn: Callable[[Tensor, int, Tensor, Tensor, float], Tensor],
     add("G = 1 (like LayerNorm)", randn(2, 4, 3, 3, g=g, offset=1.0), 1)
     add("G = C (like InstanceNorm)", randn(2, 4, 3, 3, g=g, offset=-1.0), 4)
     add("(N, C, H, W) = (1, 4, 2, 2), G = 2, few values", randn(1, 4, 2, 2, g=g), 2)
+    add("(N, C, L) = (2, 4, 4), G = 2, L = C", randn(2, 4, 4, g=g, offset=0.5), 2)
     add("tiny scale, x ~ 1e-3", randn(2, 4, 4, 4, g=g, scale=1e-3), 2, atol=1e-3)
     add("float16, x = 300 + N(0, 1)", randn(2, 4, 8, 8, g=g, offset=HALF_OFFSET, dtype=torch.float16),
         2, hint="half_not_float32", rtol=1e-2, atol=2e-2, advisory=not require_half)
@@ -377,7 +421,17 @@ def check_group_norm(fn: Callable[[Tensor, int, Tensor, Tensor, float], Tensor],
             _mv_norm(x.reshape(x.shape[0], G, -1), [2], eps, in_dtype=True).reshape(x.shape)
             * _ch(w, x) + _ch(b, x)),
         "affine_missing": lambda x, G, w, b, eps: _cast_like(grouped(x, G, eps), x),
+        "eps_missing": lambda x, G, w, b, eps: variant()(x, G, w, b, 0.0),
+        "per_channel_statistics": lambda x, G, w, b, eps: _only_if(G != x.shape[1], lambda:
+            variant()(x, x.shape[1], w, b, eps)),
+        "params_not_reshaped": lambda x, G, w, b, eps: _cast_like(
+            _affine_last(grouped(x, G, eps), w, b), x),
     }, extra={
+        "per_channel_statistics": (
+            "statistics per channel (that is InstanceNorm, GroupNorm with G = C): GroupNorm pools "
+            "the C/G channels of a group, reshape to (N, G, -1).",
+            "按通道求统计量（那是 InstanceNorm，即 G = C 的 GroupNorm）：GroupNorm 要把一组内的 C/G 个通道合在一起，"
+            "reshape 成 (N, G, -1)。"),
         "groups_are_channels_per_group": (
             "num_groups used as the number of channels per group. GroupNorm(G, C) makes G "
             "groups of C/G channels: reshape to (N, G, C // G, ...), not (N, C // G, G, ...). "
@@ -397,4 +451,4 @@ def check_group_norm(fn: Callable[[Tensor, int, Tensor, Tensor, float], Tensor],
             "在每个空间位置上分别对组内通道求统计量。一个组的统计量应覆盖它的 C/G 个通道和所有空间位置："
             "reshape 成 (N, G, -1)。"),
     })
-    return run_cases(title, fn, cases, ref, catalogue)
+    return run_cases(title, fn, cases, ref, catalogue, names=("x", "num_groups", "weight", "bias", "eps"))

@@ -25,12 +25,15 @@ def _part(out, part: str) -> Tensor:
 
 
 def _merge(counts: Tensor, means: Tensor, m2s: Tensor, *, weighted: bool = True,
-           between: bool = True, per_value: bool = False):
+           between: bool = True, per_value: bool = False, shard_count: bool = False,
+           between_unweighted: bool = False, m2_averaged: bool = False):
     r""":math:`N = \sum n_k`, :math:`\mu = \sum n_k\mu_k / N`,
     :math:`M_2 = \sum M_{2,k} + \sum n_k(\mu_k-\mu)^2`, with a switch for each slip."""
-    n = counts.sum()
-    mean = (counts[:, None] * means).sum(0) / n if weighted else means.mean(0)
-    m2 = m2s.sum(0) + ((counts[:, None] * (means - mean).square()).sum(0) if between else 0)
+    n = torch.tensor(float(len(counts)), dtype=torch.float64) if shard_count else counts.sum()
+    mean = (counts[:, None] * means).sum(0) / counts.sum() if weighted else means.mean(0)
+    w = torch.ones_like(counts) if between_unweighted else counts
+    within = m2s.mean(0) if m2_averaged else m2s.sum(0)
+    m2 = within + ((w[:, None] * (means - mean).square()).sum(0) if between else 0)
     return n, mean, (m2 / n if per_value else m2)
 
 
@@ -61,7 +64,21 @@ def check_merge(fn: Callable, *, title: str = "merge") -> CheckResult:
         "unweighted_mean": slip(weighted=False),
         "missing_between_term": slip(between=False),
         "variance_not_m2": slip(per_value=True),
+        "shard_count_not_samples": slip(shard_count=True),
+        "between_term_unweighted": slip(between_unweighted=True),
+        "m2_averaged": slip(m2_averaged=True),
     }, extra={
+        "shard_count_not_samples": (
+            "N counts the shards (3), not the samples: N = sum_k n_k.",
+            "N 数的是分片个数（3），而不是样本数：N = sum_k n_k。"),
+        "between_term_unweighted": (
+            "the between-shard term is not weighted by the counts: sum_k n_k (mean_k - mean)^2, "
+            "each shard's mean counts once per sample.",
+            "分片之间的项没有按样本数加权：应为 sum_k n_k (mean_k - mean)^2，每个分片的均值按样本数计入。"),
+        "m2_averaged": (
+            "the shards' M2 are averaged: M2 is a sum of squared deviations, so the shards' M2 add up "
+            "(sum_k M2_k), plus the between-shard term.",
+            "对各分片的 M2 取了平均：M2 是偏差平方和，各分片的 M2 应相加（sum_k M2_k），再加上分片之间的项。"),
         "unweighted_mean": (
             "the shard means are averaged without their counts (the shards hold 7, 2 and 4 "
             "samples). Weight each by n_k / N: mean = sum_k n_k mean_k / N.",
@@ -78,4 +95,5 @@ def check_merge(fn: Callable, *, title: str = "merge") -> CheckResult:
     })
     return run_cases(title, lambda c, m, s, part: _part(fn(c, m, s), part), cases,
                      lambda c, m, s, part: truth[part], catalogue,
-                     against=("the moments of the concatenated shards", "拼接后全部数据的矩"))
+                     against=("the moments of the concatenated shards", "拼接后全部数据的矩"),
+                     names=("counts", "means", "m2s", "part"))

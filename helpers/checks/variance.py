@@ -35,6 +35,15 @@ def check_variance(fn: Callable[[Tensor], Tensor], shift: float = 1e3, tol: floa
         Case(f"(16, 1024), x = {shift:g} + N(0, 1)", (randn(16, 1024, g=g, offset=shift),), tol,
              0.0, hint="one_pass_variance", report_error=False),
     ]
-    catalogue = mistakes({"unbiased_variance": lambda x: _variance64(x, correction=1)})
+    catalogue = mistakes({"unbiased_variance": lambda x: _variance64(x, correction=1),
+                          "std_not_variance": lambda x: _variance64(x).sqrt(),
+                          "unbiased_std": lambda x: _variance64(x, correction=1).sqrt()},
+                         extra={"std_not_variance": (
+                             "the standard deviation is returned, not the variance: drop the square root.",
+                             "返回的是标准差而不是方差：去掉平方根。"),
+                             "unbiased_std": (
+                             "the unbiased standard deviation (x.std()) is returned: the exercise asks "
+                             "for the biased variance, mean((x - mean)**2), without a square root.",
+                             "返回的是无偏标准差（x.std()）：题目要求有偏方差 mean((x - mean)**2)，不开平方。")})
     return run_cases(title, fn, cases, lambda x: _variance64(x).float(), catalogue,
-                     against=("the float64 variance", "float64 下算出的方差"))
+                     against=("the float64 variance", "float64 下算出的方差"), names=("x",))

@@ -22,7 +22,6 @@ Usage::
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .engine import CheckResult
+from .engine import NO_MATCH, CheckResult, arg_names, case_numel, error_line, error_text, show_case
 
 __all__ = ["check_weight_norm", "check_weight_norm_grad", "check_power_iteration"]
 
@@ -46,11 +45,21 @@ def _gen(seed: int) -> torch.Generator:
 
 
 def _as_tuple(out) -> tuple | None:
+    """The result as a tuple of tensors; a Python number (sigma as a float) becomes a 0-d
+    float64 tensor."""
     if isinstance(out, Tensor):
         return (out,)
-    if isinstance(out, (tuple, list)) and all(isinstance(o, Tensor) for o in out):
-        return tuple(out)
+    if isinstance(out, (tuple, list)) and all(isinstance(o, (Tensor, int, float)) and not isinstance(o, bool)
+                                              for o in out):
+        return tuple(o if isinstance(o, Tensor) else torch.tensor(float(o), dtype=torch.float64)
+                     for o in out)
     return None
+
+
+def _scalars_0d(out: tuple, ref: tuple) -> tuple:
+    """A one-element tensor where the reference holds a 0-d one (sigma of shape (1,)) is read
+    as that number."""
+    return tuple(a.reshape(()) if b.dim() == 0 and a.numel() == 1 else a for a, b in zip(out, ref))
 
 
 def _close(out: tuple, ref: tuple, tol: float = 1e-6) -> bool:
@@ -77,33 +86,39 @@ def _clone(args: tuple) -> tuple:
 
 def _check(title: str, fn: Callable, cases: list[_Case], reference: Callable,
            mistakes: dict[str, tuple[str, str, Callable | None]],
-           on_error: Callable[[str], str | None] = lambda text: None) -> CheckResult:
-    """Run ``fn`` on every case; compare with ``reference``; on a mismatch, find the known
-    mistakes whose output the learner's matches (where that mistake changes the result)."""
-    failures = []  # (case name, what, the same in Chinese, [keys])
+           on_error: Callable[[str], str | None] = lambda text: None,
+           names: tuple[str, ...] = ()) -> CheckResult:
+    """Run ``fn`` on every case (with autograd enabled: a learner may use it); compare with
+    ``reference``; on a mismatch, find the known mistakes whose output the learner's matches
+    (where that mistake changes the result)."""
+    failures = []  # (case, what, the same in Chinese, [keys], ref, out)
     for case in cases:
         ref = _as_tuple(reference(*_clone(case.args)))
         try:
-            with torch.no_grad():
+            with torch.random.fork_rng(devices=[]), torch.enable_grad():
                 raw = fn(*_clone(case.args))
         except Exception as e:  # the learner's bug, diagnosed, never raised
-            text = f"{type(e).__name__}: {e}".strip().splitlines()[0][:200]
-            line = traceback.extract_tb(e.__traceback__)[-1].lineno
+            text, line = error_text(e), error_line(e)
             key = on_error(text)
-            failures.append((case.name, f"raised {text} (line {line})",
-                             f"抛出异常 {text}（第 {line} 行）", [key] if key else []))
+            line_zh = f"（第 {line[7:-1]} 行）" if line else ""
+            failures.append((case, f"raised {text}{line}", f"抛出异常 {text}{line_zh}",
+                             [key] if key else [], ref, None))
             continue
         out = _as_tuple(raw)
         if out is None or len(out) != len(ref):
-            failures.append((case.name, f"returned {type(raw).__name__}, not {len(ref)} "
-                                        f"tensor(s)", f"返回了 {type(raw).__name__}，而不是 "
-                                                      f"{len(ref)} 个张量", []))
+            what = "a tensor" if isinstance(raw, Tensor) else type(raw).__name__
+            kinds = ", ".join(type(o).__name__ for o in raw) if isinstance(raw, (tuple, list)) else ""
+            failures.append((case, f"returned {what}{f' ({kinds})' if kinds else ''}, expected "
+                                   f"{len(ref)} tensor(s)",
+                             f"返回了 {what}{f'（{kinds}）' if kinds else ''}，应为 {len(ref)} 个张量",
+                             [], ref, None))
             continue
+        out = tuple(o.detach() for o in _scalars_0d(out, ref))
         if any(a.shape != b.shape for a, b in zip(out, ref)):
             shapes = [tuple(a.shape) for a in out]
             expected = [tuple(b.shape) for b in ref]
-            failures.append((case.name, f"returned shapes {shapes}, expected {expected}",
-                             f"返回的形状为 {shapes}，应为 {expected}", []))
+            failures.append((case, f"returned shapes {shapes}, expected {expected}",
+                             f"返回的形状为 {shapes}，应为 {expected}", [], ref, out))
             continue
         if _close(out, ref):
             continue
@@ -118,29 +133,37 @@ def _check(title: str, fn: Callable, cases: list[_Case], reference: Callable,
             if bad is not None and not _close(bad, ref) and _close(out, bad):
                 keys.append(key)
         err = f"{_max_err(out, ref):.3g}"
-        failures.append((case.name, f"max abs error {err}", f"最大绝对误差 {err}", keys))
+        failures.append((case, f"max abs error {err}", f"最大绝对误差 {err}", keys, ref, out))
 
     if not failures:
         return CheckResult(True, f"✔ {title}: all {len(cases)} cases match torch. "
                                  f"/ 全部 {len(cases)} 个用例与 torch 一致。")
     counts: dict[str, int] = {}
-    for *_, keys in failures:
-        for k in keys:
+    for f in failures:
+        for k in f[3]:
             counts[k] = counts.get(k, 0) + 1
     found = sorted(counts, key=lambda k: -counts[k])
     key = found[0] if found else None
-    name, what, what_zh, _ = next(f for f in failures if key is None or key in f[3])
+    case, what, what_zh, *_ = next(f for f in failures if key is None or key in f[3])
     head = (f"✘ {title}: {len(failures)} of {len(cases)} cases differ from torch "
-            f"(first: '{name}', {what}).")
-    head_zh = f"✘ {title}：{len(failures)}/{len(cases)} 个用例与 torch 不一致（首个：'{name}'，{what_zh}）。"
-    names = [f[0] for f in failures]
+            f"(first: '{case.name}', {what}).")
+    head_zh = f"✘ {title}：{len(failures)}/{len(cases)} 个用例与 torch 不一致（首个：'{case.name}'，{what_zh}）。"
+    failed = [f[0].name for f in failures]
     if key is None:
-        return CheckResult(False, f"{head}\nNo known mistake matches; print your output beside "
-                                  f"the reference on that case.\n{head_zh}\n没有匹配到已知错误；"
-                                  f"请在该用例上把你的输出与参考结果并排打印比较。", None, names)
+        small = min(failures, key=lambda f: case_numel(f[0].args))
+        ref, out = small[4], small[5]
+        # the part that differs most (or the first) is the one shown
+        part = 0
+        if out is not None and len(out) == len(ref):
+            errs = [_max_err((a,), (b,)) if a.shape == b.shape else float("inf") for a, b in zip(out, ref)]
+            part = max(range(len(errs)), key=lambda i: errs[i])
+        en, zh = show_case(small[0].name, small[0].args, names or arg_names(reference, len(small[0].args)),
+                           ref[part], None if out is None else out[part])
+        return CheckResult(False, "\n".join([head, NO_MATCH[0], en, head_zh, NO_MATCH[1], zh]),
+                           None, failed)
     en = [f"Likely mistake: {mistakes[key][0]}"] + [f"Also: {mistakes[k][0]}" for k in found[1:]]
     zh = [f"可能的错误：{mistakes[key][1]}"] + [f"另外：{mistakes[k][1]}" for k in found[1:]]
-    return CheckResult(False, "\n".join([head, *en, head_zh, *zh]), key, names)
+    return CheckResult(False, "\n".join([head, *en, head_zh, *zh]), key, failed)
 
 
 # --------------------------------------------------------------------------------------
@@ -198,6 +221,11 @@ _WN_MISTAKES = {
     "squared_norm": ("divided by the squared norm ||v||^2 instead of ||v||.",
                      "除以了范数的平方 ||v||^2，而不是 ||v||。",
                      lambda v, g: g * v / _row_norm(v) ** 2),
+    "abs_g": ("|g| used instead of g: the gain keeps its sign (w = g v / ||v|| can point against "
+              "v); ||w|| = |g|, but w itself is g * v / ||v||.",
+              "用了 |g| 而不是 g：增益保留符号（w = g v / ||v|| 可以与 v 反向）；||w|| = |g|，但 w 本身是 "
+              "g * v / ||v||。",
+              lambda v, g: g.abs() * v / _row_norm(v)),
 }
 
 
@@ -205,11 +233,12 @@ def _keepdim_hint(text: str) -> str | None:
     return "missing_keepdim" if "must match the size" in text else None
 
 
-_KEEPDIM = ("a norm without keepdim=True (or not reshaped): it cannot broadcast against v. "
-            "Keep the reduced dims: shape (out, 1) for a Linear weight, (out, 1, 1, 1) for a "
-            "kernel.",
-            "求范数时没有 keepdim=True（也没有 reshape）：无法与 v 广播。应保留被归约的维度："
-            "Linear 权重为 (out, 1)，卷积核为 (out, 1, 1, 1)。", None)
+_KEEPDIM = ("a norm without keepdim=True (or not reshaped): it cannot broadcast against v, or, "
+            "for a square weight, broadcasts along the wrong dim. Keep the reduced dims: shape "
+            "(out, 1) for a Linear weight, (out, 1, 1, 1) for a kernel.",
+            "求范数时没有 keepdim=True（也没有 reshape）：无法与 v 广播，或者（方阵权重时）沿错误的维度广播。"
+            "应保留被归约的维度：Linear 权重为 (out, 1)，卷积核为 (out, 1, 1, 1)。",
+            lambda v, g: g * v / v.flatten(1).norm(dim=1) if v.dim() == 2 and v.shape[0] == v.shape[1] else None)
 
 
 def check_weight_norm(fn: Callable[[Tensor, Tensor], Tensor]) -> CheckResult:
@@ -222,7 +251,7 @@ def check_weight_norm(fn: Callable[[Tensor, Tensor], Tensor]) -> CheckResult:
     dim only, the squared norm, a norm without keepdim."""
     mistakes = {**_WN_MISTAKES, "missing_keepdim": _KEEPDIM}
     return _check("weight_norm", fn, _wn_cases(), lambda v, g: torch._weight_norm(v, g, 0),
-                  mistakes, _keepdim_hint)
+                  mistakes, _keepdim_hint, ("v", "g"))
 
 
 # --------------------------------------------------------------------------------------
@@ -254,6 +283,11 @@ def _grad_cases() -> list[_Case]:
                           dtype=torch.float64) * 2 + 0.5
         grad_w = torch.randn(shape, generator=g, dtype=torch.float64)
         cases.append(_Case(name, (grad_w, v, gain)))
+    v = torch.randn(3, 4, generator=g, dtype=torch.float64) * torch.tensor([[0.5], [2.0], [1.0]],
+                                                                           dtype=torch.float64)
+    cases.append(_Case("Linear weight (3, 4), a negative g",
+                       (torch.randn(3, 4, generator=g, dtype=torch.float64), v,
+                        torch.tensor([[1.5], [-2.0], [-0.7]], dtype=torch.float64))))
     return cases
 
 
@@ -281,6 +315,10 @@ _GRAD_MISTAKES = {
                         "沿 w 的分量被加上而不是减去：写成了 (I + w w^T/||w||^2)，"
                         "应为 (I - w w^T/||w||^2)。",
                         lambda gw, v, g: g / _row_norm(v) * _project(gw, v, +1.0)),
+    "abs_g": ("|g| used instead of g in the factor: the gradient is (g/||v||) times the projected "
+              "grad_w, with g's sign (a negative g flips it).",
+              "系数中用了 |g| 而不是 g：梯度是 (g/||v||) 乘以投影后的 grad_w，保留 g 的符号（g 为负时梯度反向）。",
+              lambda gw, v, g: g.abs() / _row_norm(v) * _project(gw, v)),
     "wrong_axis": ("the norms and projections are per column (dim 0) instead of per output "
                    "unit (over every dim except dim 0).",
                    "范数和投影按列（第 0 维）计算了，而应按输出单元计算（在除第 0 维以外的所有维度上）。",
@@ -297,10 +335,14 @@ def check_weight_norm_grad(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> Ch
     .. math:: \nabla_v L = \frac{g}{\lVert v\rVert}\Big(I - \frac{w w^\top}{\lVert w\rVert^2}\Big)\nabla_w L .
 
     Reference: autograd through ``torch._weight_norm``. Cases: Linear weights (3, 5) and
-    (4, 4), a conv kernel (3, 2, 2, 2), rows of very different norms. Recognises: the
-    projection missing, the factor missing, g forgotten, the squared norm, the projection's
-    sign, per-column norms."""
-    return _check("weight_norm_grad_v", fn, _grad_cases(), _autograd_grad_v, _GRAD_MISTAKES)
+    (4, 4), a conv kernel (3, 2, 2, 2), rows of very different norms, and a (3, 4) weight
+    with negative gains. The learner's function runs with autograd enabled, so an answer
+    that differentiates ``g * v / ||v||`` itself is accepted. Recognises: the projection
+    missing, the factor missing, g forgotten, the squared norm, the projection's sign, |g|
+    for g, per-column norms, a norm without keepdim."""
+    mistakes = {**_GRAD_MISTAKES, "missing_keepdim": _KEEPDIM}
+    return _check("weight_norm_grad_v", fn, _grad_cases(), _autograd_grad_v, mistakes,
+                  _keepdim_hint, ("grad_w", "v", "g"))
 
 
 # --------------------------------------------------------------------------------------
@@ -360,6 +402,21 @@ _POWER_MISTAKES = {
                     "updating both u and v.",
                     "sigma 用旧的 v 计算了：torch 在 u 和 v 都更新之后才计算 sigma = u^T W v。",
                     _stale_sigma),
+    "v_not_updated": ("v is returned unchanged: the step also updates v = normalize(W^T u), and "
+                      "sigma = u^T W v uses the new v.",
+                      "返回的 v 没有更新：这一步还要更新 v = normalize(W^T u)，sigma = u^T W v 用的是新的 v。",
+                      lambda w, v: (F.normalize(w @ v, dim=0), v, F.normalize(w @ v, dim=0) @ (w @ v))),
+    "sigma_norm_wv": ("sigma taken as ||W v'|| with the updated v': torch's estimate is u^T W v' "
+                      "(equal to ||W^T u||), which weighs W v' by the new u.",
+                      "sigma 取成了用更新后的 v' 算出的 ||W v'||：torch 的估计是 u^T W v'（等于 ||W^T u||），"
+                      "即用新的 u 对 W v' 加权。",
+                      lambda w, v: (*_power_reference(w, v)[:2], (w @ _power_reference(w, v)[1]).norm())),
+    "exact_sigma": ("sigma is the exact largest singular value (an SVD or matrix_norm(ord=2)): one "
+                    "step of the power iteration returns the estimate u^T W v', which is what "
+                    "spectral_norm divides by.",
+                    "sigma 取成了精确的最大奇异值（SVD 或 matrix_norm(ord=2)）：幂迭代一步返回的是估计值 u^T W v'，"
+                    "spectral_norm 正是除以这个估计值。",
+                    lambda w, v: (*_power_reference(w, v)[:2], torch.linalg.matrix_norm(w, ord=2))),
     "frobenius": ("the Frobenius norm instead of the spectral norm: ||W||_F is the root of the "
                   "sum of all squared singular values, not the largest one.",
                   "用了 Frobenius 范数而不是谱范数：||W||_F 是所有奇异值平方和的平方根，而不是最大的奇异值。",
@@ -380,8 +437,9 @@ def check_power_iteration(fn: Callable[[Tensor, Tensor], tuple]) -> CheckResult:
               \quad \sigma = u^\top W v' .
 
     Reference: ``F.normalize``, ``torch.mv`` and ``torch.vdot`` in the order of torch's
-    ``_SpectralNorm``. Cases: W (5, 3), (4, 4) and (3, 6). Recognises: no normalisation,
+    ``_SpectralNorm``. ``sigma`` may be a 0-d tensor, a one-element tensor or a Python
+    float. Cases: W (5, 3), (4, 4) and (3, 6). Recognises: no normalisation,
     W and W^T swapped (a shape error on non-square W), sigma from the old v, the Frobenius
     norm."""
     return _check("power_iteration_step", fn, _power_cases(), _power_reference,
-                  _POWER_MISTAKES, _shape_error)
+                  _POWER_MISTAKES, _shape_error, ("W", "v"))
