@@ -194,194 +194,31 @@ def test_the_map_covers_the_methods():
     assert all(len(row) == 5 for row in A.ATLAS)
 
 
-# ---------------------------------------------------------------- the Switchable Norm checker
-_SETS = ((2, 3), (1, 2, 3), (0, 2, 3))
+# ---------------------------------------------------------------- the two checkers' banks
+# (tests/grader_bank/atlas.py, also run by python -m tools.grader_audit)
+from grader_bank.atlas import SOLUTIONS  # noqa: E402
 
 
-def sn_ok_loop(x, wm, wv, weight, bias, eps):
-    mu, var = 0, 0
-    for k, dims in enumerate(_SETS):
-        m = x.mean(dim=dims, keepdim=True)
-        mu = mu + wm[k] * m
-        var = var + wv[k] * ((x - m) ** 2).mean(dim=dims, keepdim=True)
-    return (x - mu) / torch.sqrt(var + eps) * weight[None, :, None, None] + bias[None, :, None, None]
-
-
-def sn_ok_var_mean(x, wm, wv, weight, bias, eps):
-    stats = [torch.var_mean(x, dim=d, keepdim=True, correction=0) for d in _SETS]
-    var = sum(w * v for w, (v, _) in zip(wv, stats))
-    mu = sum(w * m for w, (_, m) in zip(wm, stats))
-    return torch.addcmul(bias.view(1, -1, 1, 1), (x - mu) * torch.rsqrt(var + eps), weight.view(1, -1, 1, 1))
-
-
-def sn_ok_moments(x, wm, wv, weight, bias, eps):
-    # the paper's trick: LN's and BN's moments from IN's (mean of the means, E[x^2] - mu^2)
-    n, c = x.shape[:2]
-    mu_in = x.mean((2, 3), keepdim=True)
-    var_in = x.var((2, 3), unbiased=False, keepdim=True)
-    sq_in = var_in + mu_in ** 2
-    mu_ln, mu_bn = mu_in.mean(1, keepdim=True), mu_in.mean(0, keepdim=True)
-    var_ln = sq_in.mean(1, keepdim=True) - mu_ln ** 2
-    var_bn = sq_in.mean(0, keepdim=True) - mu_bn ** 2
-    mu = wm[0] * mu_in + wm[1] * mu_ln + wm[2] * mu_bn
-    var = wv[0] * var_in + wv[1] * var_ln + wv[2] * var_bn
-    return ((x - mu) / (var + eps).sqrt()) * weight.reshape(1, c, 1, 1) + bias.reshape(1, c, 1, 1)
-
-
-def sn_outputs_mixed(x, wm, wv, weight, bias, eps):
-    y = sum(w * (x - x.mean(d, keepdim=True)) / torch.sqrt(x.var(d, unbiased=False, keepdim=True) + eps)
-            for w, d in zip(wm, _SETS))
-    return y * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def sn_one_weight_set(x, wm, wv, weight, bias, eps):
-    return sn_ok_loop(x, wm, wm, weight, bias, eps)
-
-
-def sn_std_mixed(x, wm, wv, weight, bias, eps):
-    mu = sum(w * x.mean(d, keepdim=True) for w, d in zip(wm, _SETS))
-    sd = sum(w * torch.sqrt(x.var(d, unbiased=False, keepdim=True)) for w, d in zip(wv, _SETS))
-    return (x - mu) / torch.sqrt(sd ** 2 + eps) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def sn_order_bn_ln_in(x, wm, wv, weight, bias, eps):
-    sets = ((0, 2, 3), (1, 2, 3), (2, 3))
-    mu = sum(w * x.mean(d, keepdim=True) for w, d in zip(wm, sets))
-    var = sum(w * x.var(d, unbiased=False, keepdim=True) for w, d in zip(wv, sets))
-    return (x - mu) / torch.sqrt(var + eps) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def sn_softmax(x, wm, wv, weight, bias, eps):
-    return sn_ok_loop(x, torch.softmax(wm, 0), torch.softmax(wv, 0), weight, bias, eps)
-
-
-def sn_unbiased(x, wm, wv, weight, bias, eps):
-    mu = sum(w * x.mean(d, keepdim=True) for w, d in zip(wm, _SETS))
-    var = sum(w * x.var(d, keepdim=True) for w, d in zip(wv, _SETS))
-    return (x - mu) / torch.sqrt(var + eps) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def sn_std_plus_eps(x, wm, wv, weight, bias, eps):
-    mu = sum(w * x.mean(d, keepdim=True) for w, d in zip(wm, _SETS))
-    var = sum(w * x.var(d, unbiased=False, keepdim=True) for w, d in zip(wv, _SETS))
-    return (x - mu) / (var.sqrt() + eps) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def sn_bn_over_batch_only(x, wm, wv, weight, bias, eps):
-    sets = ((2, 3), (1, 2, 3), (0,))
-    mu = sum(w * x.mean(d, keepdim=True) for w, d in zip(wm, sets))
-    var = sum(w * x.var(d, unbiased=False, keepdim=True) for w, d in zip(wv, sets))
-    return (x - mu) / torch.sqrt(var + eps) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def sn_ln_over_channels(x, wm, wv, weight, bias, eps):
-    sets = ((2, 3), (1,), (0, 2, 3))
-    mu = sum(w * x.mean(d, keepdim=True) for w, d in zip(wm, sets))
-    var = sum(w * x.var(d, unbiased=False, keepdim=True) for w, d in zip(wv, sets))
-    return (x - mu) / torch.sqrt(var + eps) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def sn_no_affine(x, wm, wv, weight, bias, eps):
-    mu = sum(w * x.mean(d, keepdim=True) for w, d in zip(wm, _SETS))
-    var = sum(w * x.var(d, unbiased=False, keepdim=True) for w, d in zip(wv, _SETS))
-    return (x - mu) / torch.sqrt(var + eps)
-
-
-def sn_no_keepdim(x, wm, wv, weight, bias, eps):
-    mu = sum(w * x.mean(d) for w, d in zip(wm, _SETS))
-    var = sum(w * x.var(d, unbiased=False) for w, d in zip(wv, _SETS))
-    return (x - mu) / torch.sqrt(var + eps) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
-
-
-def test_switchable_norm_checker_accepts_right_solutions():
-    for fn in (sn_ok_loop, sn_ok_var_mean, sn_ok_moments):
-        r = check_switchable_norm(fn)
-        assert isinstance(r, CheckResult) and r.passed and r.mistake is None, (fn.__name__, r.message)
-
-
-@pytest.mark.parametrize("fn, key", [
-    (sn_outputs_mixed, "mixed_outputs"), (sn_one_weight_set, "mean_weights_for_variance"),
-    (sn_std_mixed, "mixed_std"), (sn_order_bn_ln_in, "weights_order"), (sn_softmax, "softmax_again"),
-    (sn_unbiased, "unbiased_variance"), (sn_std_plus_eps, "eps_outside_sqrt"),
-    (sn_bn_over_batch_only, "bn_axes"), (sn_ln_over_channels, "ln_axes"),
-    (sn_no_affine, "affine_missing"), (sn_no_keepdim, None),
-], ids=lambda v: getattr(v, "__name__", str(v)))
-def test_switchable_norm_checker_names_each_mistake(fn, key):
-    r = check_switchable_norm(fn)
-    assert not r.passed and r.failed_cases, r.message
-    assert r.message.startswith("✘") and "✘ switchable_norm：" in r.message
-    if key is None:  # reductions without keepdim broadcast wrongly or fail: a shape/error message
+@pytest.mark.parametrize("sol", SOLUTIONS, ids=lambda s: f"{s.target}-{s.name}")
+def test_checker_bank(sol):
+    check = {"check_switchable_norm": check_switchable_norm, "check_frn": check_frn}[sol.target]
+    r = check(sol.fn)
+    assert isinstance(r, CheckResult)
+    if sol.right:
+        assert r.passed and r.mistake is None, (sol.name, r.message)
+        return
+    assert not r.passed and r.failed_cases and r.message.startswith("✘"), r.message
+    if sol.expect is None:  # a reduction without keepdim: a shape or broadcasting failure
         assert r.mistake in (None, "missing_keepdim"), r.message
     else:
-        assert r.mistake == key, (fn.__name__, r.mistake, r.message)
+        assert r.mistake == sol.expect, (sol.name, r.mistake, r.message)
         assert "Likely mistake" in r.message and "可能的错误" in r.message
 
 
-# ---------------------------------------------------------------- the FRN checker
-def frn_ok(x, gamma, beta, tau, eps):
-    nu2 = x.pow(2).mean(dim=(2, 3), keepdim=True)
-    y = gamma.view(1, -1, 1, 1) * x / torch.sqrt(nu2 + eps) + beta.view(1, -1, 1, 1)
-    return torch.max(y, tau.view(1, -1, 1, 1))
-
-
-def frn_ok_rsqrt_where(x, gamma, beta, tau, eps):
-    n, c, h, w = x.shape
-    nu2 = (x * x).reshape(n, c, h * w).sum(-1) / (h * w)
-    y = x * torch.rsqrt(nu2 + eps)[:, :, None, None] * gamma[:, None, None] + beta[:, None, None]
-    t = tau[:, None, None].expand_as(y)
-    return torch.where(y > t, y, t)
-
-
-def frn_ok_relu(x, gamma, beta, tau, eps):
-    # max(y, tau) = relu(y - tau) + tau
-    nu2 = torch.einsum("nchw,nchw->nc", x, x)[..., None, None] / (x.shape[2] * x.shape[3])
-    y = gamma[:, None, None] * (x / (nu2 + eps) ** 0.5) + beta[:, None, None]
-    return torch.relu(y - tau[:, None, None]) + tau[:, None, None]
-
-
-def _frn_wrong(nu2_of, post=lambda y, t: torch.max(y, t), centre=False, affine=True, den=None):
-    def fn(x, gamma, beta, tau, eps):
-        xc = x - x.mean((2, 3), keepdim=True) if centre else x
-        nu2 = nu2_of(xc)
-        d = den(nu2, eps) if den else torch.sqrt(nu2 + eps)
-        y = gamma.view(1, -1, 1, 1) * xc / d + beta.view(1, -1, 1, 1) if affine else xc / d
-        return post(y, tau.view(1, -1, 1, 1))
-    return fn
-
-
-_HW = lambda x: x.pow(2).mean((2, 3), keepdim=True)  # noqa: E731
-
-FRN_WRONG = {
-    "subtracted_mean": _frn_wrong(_HW, centre=True),
-    "missing_tlu": _frn_wrong(_HW, post=lambda y, t: y),
-    "relu_not_tlu": _frn_wrong(_HW, post=lambda y, t: F.relu(y)),
-    "min_not_max": _frn_wrong(_HW, post=lambda y, t: torch.min(y, t)),
-    "layer_axes": _frn_wrong(lambda x: x.pow(2).mean((1, 2, 3), keepdim=True)),
-    "batch_axes": _frn_wrong(lambda x: x.pow(2).mean((0, 2, 3), keepdim=True)),
-    "last_dim_only": _frn_wrong(lambda x: x.pow(2).mean(-1, keepdim=True)),
-    "missing_sqrt": _frn_wrong(_HW, den=lambda nu2, eps: nu2 + eps),
-    "eps_outside_sqrt": _frn_wrong(_HW, den=lambda nu2, eps: nu2.sqrt() + eps),
-    "affine_missing": _frn_wrong(_HW, affine=False),
-}
-
-
-def frn_tlu_first(x, gamma, beta, tau, eps):
-    xh = x / torch.sqrt(x.pow(2).mean((2, 3), keepdim=True) + eps)
-    return gamma.view(1, -1, 1, 1) * torch.max(xh, tau.view(1, -1, 1, 1)) + beta.view(1, -1, 1, 1)
-
-
-def test_frn_checker_accepts_right_solutions():
-    for fn in (frn_ok, frn_ok_rsqrt_where, frn_ok_relu):
-        r = check_frn(fn)
-        assert r.passed and r.mistake is None, (fn.__name__, r.message)
-
-
-@pytest.mark.parametrize("key", sorted(FRN_WRONG) + ["tlu_before_affine"])
-def test_frn_checker_names_each_mistake(key):
-    fn = frn_tlu_first if key == "tlu_before_affine" else FRN_WRONG[key]
-    r = check_frn(fn)
-    assert not r.passed and r.mistake == key, (key, r.mistake, r.message)
-    assert "Likely mistake" in r.message and "可能的错误" in r.message
+def test_banks_are_big_enough():
+    for target in ("check_switchable_norm", "check_frn"):
+        mine = [s for s in SOLUTIONS if s.target == target]
+        assert sum(s.right for s in mine) >= 3 and sum(not s.right for s in mine) >= 8, target
 
 
 @pytest.mark.parametrize("check", [check_frn, check_switchable_norm])
