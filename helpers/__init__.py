@@ -38,6 +38,9 @@ lives in ``tools/``). Each module, with the lessons that use it:
 - :mod:`helpers.kernels`: LayerNorm and RMSNorm as Triton kernels (forward, backward with a
   two-stage dW/dB reduction), run by Triton's interpreter on a CPU, and the PTX they compile
   to; :mod:`helpers.bench_kernels`: their timings on a CUDA GPU. Lesson 13.
+- :mod:`helpers.atlas`: the methods of lesson 14 that no other lesson builds (FRN, EvoNorm,
+  Switchable and Batch-Instance Normalisation, whitening, PowerNorm, ScaleNorm, conditional
+  norms, adaLN-Zero, Mix-LN, LayerNorm Scaling, LRN) and the lesson's map. Lesson 14.
 - :mod:`helpers.distributed`: synchronised BatchNorm on ``torch.distributed`` (gloo, CPU) and
   a launcher for local worker processes (imported on its own: ``from helpers import
   distributed``). Lesson 08.

@@ -30,7 +30,8 @@ CHECKERS = ["check_layer_norm", "check_batch_norm", "check_group_norm", "check_r
             "check_bn_backward", "check_ln_backward", "check_bn_running_stats", "check_fold_bn",
             "check_sync_bn_merge", "check_qk_norm_attention", "check_dyt_module",
             "check_weight_decay_groups", "check_frozen_batch_norm", "check_batch_renorm",
-            "check_weight_norm", "check_weight_norm_grad", "check_power_iteration"]
+            "check_weight_norm", "check_weight_norm_grad", "check_power_iteration",
+            "check_switchable_norm", "check_frn"]
 
 
 # Checkers whose bank lives beside the code they grade, because their learner solutions are

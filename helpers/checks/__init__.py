@@ -80,3 +80,7 @@ __all__ = ["CheckResult", "Case", "Mistake", "run_cases", "check_layer_norm", "c
            "check_weight_norm", "check_weight_norm_grad", "check_power_iteration",
            "check_bn_backward", "check_ln_backward", "check_bn_running_stats", "check_fold_bn",
            "check_sync_bn_merge", "check_rms_norm_kernel", "check_layer_norm_backward_kernel"]
+
+from .atlas import check_frn, check_switchable_norm  # noqa: E402  (lesson 14)
+
+__all__ += ["check_switchable_norm", "check_frn"]

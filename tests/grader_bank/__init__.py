@@ -55,4 +55,6 @@ def all_solutions() -> list[Sol]:
     for mod in (norms, blocks, variance, merges, todays_transformers, bn_practice, weight_norms,
                 backprop):
         sols.extend(mod.SOLUTIONS)
+    from . import atlas  # lesson 14
+    sols.extend(atlas.SOLUTIONS)
     return sols
