@@ -218,6 +218,56 @@ def test_train_lm_learns_and_z_loss_pulls_log_z_to_zero():
     assert abs(rz["log_z"][-1]) < abs(r["log_z"][-1])
 
 
+def test_train_lm_batch_equals_separate_train_lm_runs():
+    # reference: torch.optim.AdamW and LambdaLR inside train_lm, one model at a time
+    task = dict(steps=25, warmup_steps=5, batch_size=8, seq_len=4, vocab_size=8)
+    lrs, wds, zs, seeds = [0.01, 0.003, 0.02], [0.0, 0.1, 0.0], [0.0, 1e-3, 0.0], [0, 1, 2]
+
+    def make(seed, **kw):
+        torch.manual_seed(seed)
+        return T.LayoutTransformer(8, 16, 2, 2, max_len=8, **kw).double()
+
+    for kw in [dict(layout="pre", qk_norm="head"), dict(layout="sandwich", norm="dyt"),
+               dict(layout="none", branch_scale="skipinit")]:
+        ref = [T.train_lm(make(s, **kw), lr=lr, weight_decay=wd, z_loss=z, seed=s,
+                          record_attention=True, **task)
+               for s, lr, wd, z in zip(seeds, lrs, wds, zs)]
+        models = [make(s, **kw) for s in seeds]
+        got = T.train_lm_batch(models, lr=lrs, weight_decay=wds, z_loss=zs, seeds=seeds,
+                               record_attention=True, **task)
+        for r, g in zip(ref, got):
+            assert set(r) == set(g)
+            for key in ("loss", "log_z", "mean_logit", "top_logit", "max_logit", "entropy"):
+                torch.testing.assert_close(torch.tensor(g[key], dtype=F64),
+                                           torch.tensor(r[key], dtype=F64), rtol=1e-8, atol=1e-9)
+            assert g["final_loss"] == pytest.approx(r["final_loss"], rel=1e-8)
+            assert g["accuracy"] == r["accuracy"] and not g["diverged"]
+        # the trained parameters are written back into the models
+        again = make(seeds[1], **kw)
+        T.train_lm(again, lr=lrs[1], weight_decay=wds[1], z_loss=zs[1], seed=seeds[1], **task)
+        for (name, p), q in zip(models[1].named_parameters(), again.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-8, atol=1e-9, msg=name)
+
+
+def test_train_lm_batch_rejects_mismatched_models_and_lists():
+    torch.manual_seed(0)
+    a = T.LayoutTransformer(8, 16, 2, 1, layout="pre").double()
+    b = T.LayoutTransformer(8, 16, 2, 1, layout="sandwich").double()
+    with pytest.raises(ValueError, match="same parameter"):
+        T.train_lm_batch([a, b], steps=1)
+    with pytest.raises(ValueError, match="lr"):
+        T.train_lm_batch([a, a], steps=1, lr=[0.1, 0.2, 0.3])
+
+
+def test_train_lm_batch_stops_a_diverging_model_only():
+    torch.manual_seed(0)
+    models = [T.LayoutTransformer(8, 16, 2, 1, layout="pre").double() for _ in range(2)]
+    out = T.train_lm_batch(models, steps=5, warmup_steps=1, lr=[1e-2, float("inf")],
+                           batch_size=8, seq_len=4, vocab_size=8, seeds=[0, 1])
+    assert not out[0]["diverged"] and len(out[0]["loss"]) == 5
+    assert out[1]["diverged"] and math.isnan(out[1]["final_loss"])
+
+
 # ---- checkers -----------------------------------------------------------------------------
 
 def qk_correct(q, k, v, wq, wk, eps):
