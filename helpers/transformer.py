@@ -43,7 +43,8 @@ __all__ = ["NORM_POSITIONS", "make_norm", "CausalSelfAttention", "FeedForward", 
            "reversal_batch", "markov_tokens", "warmup_factor", "train_reversal",
            "model_update", "norm_input_rms",
            "LAYOUTS", "QK_NORMS", "GemmaRMSNorm", "make_norm_layer", "QKNormAttention",
-           "LayoutBlock", "LayoutTransformer", "module_order", "cosine_lr", "train_lm",
+           "LayoutBlock", "LayoutTransformer", "module_order", "residual_reads", "rope",
+           "cosine_lr", "train_lm",
            "train_lm_batch", "layer_norm_samples", "tanh_fit"]
 
 NORM_POSITIONS = ("post", "pre", "deepnorm")
@@ -666,6 +667,71 @@ def module_order(model: nn.Module, idx: Tensor, block: int = 0) -> list[str]:
             lambda *_a: order.append("final_norm")))
     _forward_with_hooks(model, idx, hooks)
     return order
+
+
+def residual_reads(model: nn.Module, idx: Tensor, block: int = 0, tol: float = 1e-9) -> dict[str, str]:
+    r"""What each output norm of one block receives, measured in a forward pass on ``idx``
+    with hooks (not read from the layout's name): for the sub-layer ``"attn"`` and ``"ffn"``
+    with an output norm, ``"F(x)"`` when that norm's input equals the sub-layer's output
+    :math:`F(\cdot)` alone (the norm sits inside the branch: :math:`x + \mathrm N(F(x))`), or
+    ``"x + F(x)"`` when it equals the residual stream plus that output (the norm sits on the
+    stream: :math:`\mathrm N(x + F(x))`, Post-LN). The stream :math:`x` is what enters the
+    sub-layer's input norm, or the sub-layer itself when it has none. Sub-layers without an
+    output norm are left out; anything else raises ``ValueError``."""
+    target = model.blocks[block]
+    seen: dict[str, Tensor] = {}
+
+    def keep(key):
+        def hook(_m, args, out=None):
+            seen[key] = (args[0] if out is None else out).detach().clone()
+        return hook
+
+    hooks = []
+    for sub in ("attn", "ffn"):
+        f, n_in, n_out = (getattr(target, sub), getattr(target, f"{sub}_in_norm", None),
+                          getattr(target, f"{sub}_out_norm", None))
+        if n_out is None:
+            continue
+        hooks.append((n_in if n_in is not None else f).register_forward_pre_hook(keep(f"{sub}.x")))
+        hooks.append(f.register_forward_hook(lambda _m, _a, out, sub=sub: seen.__setitem__(
+            f"{sub}.F", out.detach().clone())))
+        hooks.append(n_out.register_forward_pre_hook(keep(f"{sub}.norm_in")))
+    _forward_with_hooks(model, idx, hooks)
+    reads = {}
+    for sub in ("attn", "ffn"):
+        if f"{sub}.norm_in" not in seen:
+            continue
+        u, y, x = seen[f"{sub}.norm_in"], seen[f"{sub}.F"], seen[f"{sub}.x"]
+        scale = tol * (1 + float(u.abs().max()))
+        if float((u - y).abs().max()) <= scale:
+            reads[sub] = "F(x)"
+        elif float((u - (x + y)).abs().max()) <= scale:
+            reads[sub] = "x + F(x)"
+        else:
+            raise ValueError(f"{sub}'s output norm reads neither F(x) nor x + F(x)")
+    return reads
+
+
+def rope(x: Tensor, base: float = 10000.0) -> Tensor:
+    r"""Rotary position embedding (Su et al. 2021) in the "rotate half" form of Hugging
+    Face's LLaMA, Qwen3 and Gemma code, for x of shape (..., T, d) with d even: channel
+    :math:`i < d/2` and channel :math:`i + d/2` of position :math:`t` form a pair rotated by
+    the angle :math:`t\,	heta_i`, :math:`	heta_i = 	ext{base}^{-2i/d}`:
+
+    .. math::
+        \mathrm{RoPE}(x) = x \odot \cos(t	heta) + \mathrm{rotate\_half}(x) \odot \sin(t	heta),
+        \quad \mathrm{rotate\_half}([x_1, x_2]) = [-x_2, x_1].
+
+    A rotation of each pair: it keeps every vector's norm."""
+    t, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(f"the last dimension must be even, got {d}")
+    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+    angle = torch.arange(t, dtype=torch.float64)[:, None] * theta[None, :]  # (T, d/2)
+    cos = torch.cat([angle.cos()] * 2, -1).to(x.dtype)
+    sin = torch.cat([angle.sin()] * 2, -1).to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
 def cosine_lr(step: int, steps: int, warmup_steps: int) -> float:

@@ -218,6 +218,34 @@ def test_train_lm_learns_and_z_loss_pulls_log_z_to_zero():
     assert abs(rz["log_z"][-1]) < abs(r["log_z"][-1])
 
 
+def test_residual_reads_tells_post_ln_from_olmo2():
+    idx, _ = T.reversal_batch(2, 3, 16, torch.Generator().manual_seed(0))
+    expected = {"pre": {}, "sandwich": {"attn": "F(x)", "ffn": "F(x)"},
+                "reordered": {"attn": "F(x)", "ffn": "F(x)"},
+                "post": {"attn": "x + F(x)", "ffn": "x + F(x)"}}
+    for layout, want in expected.items():
+        torch.manual_seed(0)
+        m = T.LayoutTransformer(16, d_model=16, n_heads=2, num_layers=2, layout=layout, norm="rms")
+        assert T.residual_reads(m, idx) == want, layout
+        assert T.residual_reads(m, idx, block=1) == want, layout
+
+
+def test_rope_is_a_complex_rotation_of_channel_pairs():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 7, 8, generator=g, dtype=F64)
+    got = T.rope(x, base=100.0)
+    # reference: channel i and i + d/2 as one complex number, times exp(i t theta_i)
+    d, t = 8, 7
+    z = torch.complex(x[..., : d // 2], x[..., d // 2:])
+    theta = 100.0 ** (-torch.arange(0, d, 2, dtype=F64) / d)
+    rot = torch.polar(torch.ones(t, d // 2, dtype=F64), torch.arange(t, dtype=F64)[:, None] * theta)
+    w = z * rot
+    torch.testing.assert_close(got, torch.cat([w.real, w.imag], -1))
+    torch.testing.assert_close(got.norm(dim=-1), x.norm(dim=-1))
+    with pytest.raises(ValueError, match="even"):
+        T.rope(torch.zeros(2, 3))
+
+
 def test_train_lm_batch_equals_separate_train_lm_runs():
     # reference: torch.optim.AdamW and LambdaLR inside train_lm, one model at a time
     task = dict(steps=25, warmup_steps=5, batch_size=8, seq_len=4, vocab_size=8)
