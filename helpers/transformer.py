@@ -891,9 +891,19 @@ def train_lm_batch(models: list[nn.Module], steps: int = 200, lr=1e-2, warmup_st
         return torch.stack(xs), torch.stack(ys)
 
     keys = ("loss", "log_z", "mean_logit", "top_logit", "max_logit", "entropy")
-    hist = [{k: [] for k in keys} for _ in range(n)]
+    rows: list[Tensor] = []  # per step: (n, 6) statistics, and which models were still training
+    alive: list[Tensor] = []
     active = torch.ones(n, dtype=torch.bool)
-    state = {k: (torch.zeros_like(v), torch.zeros_like(v)) for k, v in params.items()}
+    names_p = list(params)
+    plist = [params[k] for k in names_p]
+
+    def full(col):  # a per-model value broadcast to every stacked parameter's shape
+        return [col.view((n,) + (1,) * (q.dim() - 1)).expand_as(q).contiguous() for q in plist]
+
+    lr_full = full(lr0)
+    lrwd_full = full(lr0 * wd) if bool((wd != 0).any()) else None
+    m1 = [torch.zeros_like(q) for q in plist]
+    v2 = [torch.zeros_like(q) for q in plist]
     for m in models:
         m.train()
     b1, b2 = betas
@@ -902,41 +912,57 @@ def train_lm_batch(models: list[nn.Module], steps: int = 200, lr=1e-2, warmup_st
         logits, top_attn, min_ent = vmap(run)(params, buffers, x)
         mask = y[0] != -100  # the same positions in every model's batch
         logits = logits[:, mask]  # (n, P, V)
-        target = y[:, mask]
-        ce = nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none").mean(1)
+        ce = nn.functional.cross_entropy(logits.transpose(1, 2), y[:, mask], reduction="none").mean(1)
         log_z = torch.logsumexp(logits, -1)  # (n, P)
         loss = ce + z * log_z.pow(2).mean(1)
         finite = torch.isfinite(loss)
-        active &= finite
-        if not bool(active.any()):
-            break
-        total = torch.where(active, loss, torch.zeros_like(loss)).sum()
-        grads = torch.autograd.grad(total, list(params.values()))
-        t = step + 1
-        eta = lr0 * cosine_lr(step, steps, warmup_steps) * active.to(dtype)
+        if not bool(finite.all()):
+            active &= finite
+            if not bool(active.any()):
+                break
+        everyone = bool(active.all())
+        total = loss.sum() if everyone else torch.where(active, loss, torch.zeros_like(loss)).sum()
+        grads = list(torch.autograd.grad(total, plist))
         with torch.no_grad():
-            for (k, p), g in zip(params.items(), grads):
-                shape = (n,) + (1,) * (p.dim() - 1)
-                e, lam = eta.view(shape), wd.view(shape)
-                g = torch.nan_to_num(g) * active.to(dtype).view(shape)
-                m1, v2 = state[k]
-                p.mul_(1 - e * lam)
-                m1.lerp_(g, 1 - b1)
-                v2.mul_(b2).addcmul_(g, g, value=1 - b2)
-                denom = (v2.sqrt() / (1 - b2 ** t) ** 0.5).add_(eps)
-                p.sub_(e / (1 - b1 ** t) * m1 / denom)
-        with torch.no_grad():
+            rows.append(torch.stack([ce, log_z.mean(1), logits.mean((1, 2)),
+                                     logits.max(-1).values.mean(1), top_attn, min_ent], 1))
+            alive.append(active.clone())
+            factor = cosine_lr(step, steps, warmup_steps)
+            if not everyone:  # a stopped model: no gradient, no step, no decay
+                keep = active.to(dtype)
+                grads = [torch.nan_to_num(g) * keep.view((n,) + (1,) * (g.dim() - 1)) for g in grads]
+                factor_full = torch._foreach_mul(full(keep), factor)
+            else:
+                factor_full = None
+            t = step + 1
+            # torch.optim.AdamW: decay, first and second moments, bias-corrected step
+            if lrwd_full is not None:
+                decay = torch._foreach_mul(lrwd_full, -factor)
+                if factor_full is not None:
+                    decay = torch._foreach_mul(decay, full(active.to(dtype)))
+                torch._foreach_add_(decay, 1.0)
+                torch._foreach_mul_(plist, decay)
+            torch._foreach_lerp_(m1, grads, 1 - b1)
+            torch._foreach_mul_(v2, b2)
+            torch._foreach_addcmul_(v2, grads, grads, 1 - b2)
+            denom = torch._foreach_sqrt(v2)
+            torch._foreach_div_(denom, (1 - b2 ** t) ** 0.5)
+            torch._foreach_add_(denom, eps)
+            upd = torch._foreach_div(m1, denom)
+            rate = torch._foreach_mul(lr_full, factor / (1 - b1 ** t))
+            if factor_full is not None:
+                rate = torch._foreach_mul(rate, full(active.to(dtype)))
+            torch._foreach_mul_(upd, rate)
+            torch._foreach_sub_(plist, upd)
+    hist = [{k: [] for k in keys} for _ in range(n)]
+    if rows:
+        stats, live = torch.stack(rows).tolist(), torch.stack(alive).tolist()  # (steps, n, 6), (steps, n)
+        for step_stats, step_live in zip(stats, live):
             for i in range(n):
-                if not bool(active[i]):
-                    continue
-                h = hist[i]
-                h["loss"].append(float(ce[i]))
-                h["log_z"].append(float(log_z[i].mean()))
-                h["mean_logit"].append(float(logits[i].mean()))
-                h["top_logit"].append(float(logits[i].max(-1).values.mean()))
-                if record_attention:
-                    h["max_logit"].append(float(top_attn[i]))
-                    h["entropy"].append(float(min_ent[i]))
+                if step_live[i]:
+                    for key, v in zip(keys, step_stats[i]):
+                        if record_attention or key not in ("max_logit", "entropy"):
+                            hist[i][key].append(v)
     with torch.no_grad():
         for i, m in enumerate(models):
             for k, p in m.named_parameters():

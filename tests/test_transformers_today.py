@@ -513,3 +513,42 @@ def test_layer_norm_samples_are_the_normalised_inputs():
     z = stream[0]
     expected = (z - z.mean(-1, keepdim=True)) / torch.sqrt(z.var(-1, unbiased=False, keepdim=True) + 1e-5)
     torch.testing.assert_close(xh, expected.flatten())
+
+
+# ---- lesson 09's seed grid (helpers.transformer_grids) -------------------------------------
+
+def test_seed_grid_models_have_the_lesson_settings():
+    from helpers import transformer_grids as TG
+    # the settings the lesson used before the grid existed, written out independently
+    torch.manual_seed(3)
+    ref = T.LayoutTransformer(16, d_model=32, n_heads=4, num_layers=4, max_len=12, layout="sandwich").double()
+    got = TG.layout_model("sandwich", 3)
+    assert [n for n, _ in got.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    for p, q in zip(got.parameters(), ref.parameters()):
+        assert p.dtype == F64 and torch.equal(p, q)
+    dyt = TG.dyt_model("DyT, alpha0 2.0", 0)
+    alphas = {float(m.alpha) for m in dyt.modules() if isinstance(m, HN.DyT)}
+    assert alphas == {2.0} and sum(isinstance(m, HN.DyT) for m in dyt.modules()) == 9
+    skip = TG.no_norm_model("SkipInit (no norm)", 0)
+    assert not any(isinstance(m, nn.LayerNorm) for m in skip.modules())
+    assert all(float(b.attn_scale) == 0.0 for b in skip.blocks)
+    x, y = TG.eval_batch()
+    assert x.shape == (64, 12) and (y[:, :6] == -100).all()
+    with pytest.raises(ValueError):
+        TG.layout_model("post", 0)
+
+
+def test_seed_grid_results_file_covers_every_run():
+    from helpers import transformer_grids as TG
+    from helpers.results import read_all_paths
+    records = read_all_paths("lesson09_seeds")
+    assert {"avx2", "default"} <= set(records)
+    for rec in records.values():
+        assert rec["command"].endswith("python -m helpers.transformer_grids")
+        seeds = rec["seeds"]
+        for exp, configs in [("stream", TG.LAYOUTS), ("dyt", TG.DYT_KINDS), ("no norm", TG.NO_NORM_VARIANTS)]:
+            for c in configs:
+                assert sorted(r["seed"] for r in rec["rows"] if r["experiment"] == exp and r["config"] == c) == seeds
+    assert len(TG.runs(records, "dyt", "LayerNorm")) == sum(len(r["seeds"]) for r in records.values())
+    with pytest.raises(ValueError):
+        TG.runs(records, "dyt", "BatchNorm")
