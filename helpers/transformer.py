@@ -43,8 +43,9 @@ __all__ = ["NORM_POSITIONS", "make_norm", "CausalSelfAttention", "FeedForward", 
            "reversal_batch", "markov_tokens", "warmup_factor", "train_reversal",
            "model_update", "norm_input_rms",
            "LAYOUTS", "QK_NORMS", "GemmaRMSNorm", "make_norm_layer", "QKNormAttention",
-           "LayoutBlock", "LayoutTransformer", "module_order", "cosine_lr", "train_lm",
-           "layer_norm_samples", "tanh_fit"]
+           "LayoutBlock", "LayoutTransformer", "module_order", "residual_reads", "rope",
+           "cosine_lr", "train_lm",
+           "train_lm_batch", "layer_norm_samples", "tanh_fit"]
 
 NORM_POSITIONS = ("post", "pre", "deepnorm")
 
@@ -489,7 +490,8 @@ class QKNormAttention(nn.Module):
     stores, without gradients, ``last_max_logit`` (the largest pre-softmax logit
     :math:`q\cdot k/\sqrt{d_h}` over the unmasked positions) and ``last_entropy`` (the mean
     attention entropy in nats over heads and query positions 2..T; position 1 can only
-    attend to itself)."""
+    attend to itself). :func:`train_lm_batch` sets ``stats`` to a list, and the forward then
+    appends the same two numbers as tensors (what :func:`torch.func.vmap` can return)."""
 
     def __init__(self, d_model: int, n_heads: int, qk_norm: str | None = None,
                  qk_norm_kind: str = "layer", impl: str = "torch") -> None:
@@ -510,6 +512,7 @@ class QKNormAttention(nn.Module):
         self.record = False
         self.last_max_logit = float("nan")
         self.last_entropy = float("nan")
+        self.stats: list[Tensor] | None = None  # set by train_lm_batch: tensors, not floats
 
     def forward(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
@@ -523,11 +526,14 @@ class QKNormAttention(nn.Module):
         logits = q @ k.transpose(-2, -1) / dh ** 0.5
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         p = logits.masked_fill(mask, float("-inf")).softmax(-1)
-        if self.record:
+        if self.record or self.stats is not None:
             with torch.no_grad():
-                self.last_max_logit = float(logits.masked_fill(mask, float("-inf")).max())
-                ent = -(p * p.clamp_min(1e-300).log()).sum(-1)  # (B, h, T)
-                self.last_entropy = float(ent[..., 1:].mean())
+                top = logits.masked_fill(mask, float("-inf")).max()
+                ent = -(p * p.clamp_min(1e-300).log()).sum(-1)[..., 1:].mean()  # (B, h, T) -> mean
+                if self.stats is not None:  # inside torch.func.vmap: keep tensors
+                    self.stats.extend([top, ent])
+                else:
+                    self.last_max_logit, self.last_entropy = float(top), float(ent)
         out = (p @ v).transpose(1, 2).reshape(b, t, d)
         return self.out_proj(out)
 
@@ -663,6 +669,71 @@ def module_order(model: nn.Module, idx: Tensor, block: int = 0) -> list[str]:
     return order
 
 
+def residual_reads(model: nn.Module, idx: Tensor, block: int = 0, tol: float = 1e-9) -> dict[str, str]:
+    r"""What each output norm of one block receives, measured in a forward pass on ``idx``
+    with hooks (not read from the layout's name): for the sub-layer ``"attn"`` and ``"ffn"``
+    with an output norm, ``"F(x)"`` when that norm's input equals the sub-layer's output
+    :math:`F(\cdot)` alone (the norm sits inside the branch: :math:`x + \mathrm N(F(x))`), or
+    ``"x + F(x)"`` when it equals the residual stream plus that output (the norm sits on the
+    stream: :math:`\mathrm N(x + F(x))`, Post-LN). The stream :math:`x` is what enters the
+    sub-layer's input norm, or the sub-layer itself when it has none. Sub-layers without an
+    output norm are left out; anything else raises ``ValueError``."""
+    target = model.blocks[block]
+    seen: dict[str, Tensor] = {}
+
+    def keep(key):
+        def hook(_m, args, out=None):
+            seen[key] = (args[0] if out is None else out).detach().clone()
+        return hook
+
+    hooks = []
+    for sub in ("attn", "ffn"):
+        f, n_in, n_out = (getattr(target, sub), getattr(target, f"{sub}_in_norm", None),
+                          getattr(target, f"{sub}_out_norm", None))
+        if n_out is None:
+            continue
+        hooks.append((n_in if n_in is not None else f).register_forward_pre_hook(keep(f"{sub}.x")))
+        hooks.append(f.register_forward_hook(lambda _m, _a, out, sub=sub: seen.__setitem__(
+            f"{sub}.F", out.detach().clone())))
+        hooks.append(n_out.register_forward_pre_hook(keep(f"{sub}.norm_in")))
+    _forward_with_hooks(model, idx, hooks)
+    reads = {}
+    for sub in ("attn", "ffn"):
+        if f"{sub}.norm_in" not in seen:
+            continue
+        u, y, x = seen[f"{sub}.norm_in"], seen[f"{sub}.F"], seen[f"{sub}.x"]
+        scale = tol * (1 + float(u.abs().max()))
+        if float((u - y).abs().max()) <= scale:
+            reads[sub] = "F(x)"
+        elif float((u - (x + y)).abs().max()) <= scale:
+            reads[sub] = "x + F(x)"
+        else:
+            raise ValueError(f"{sub}'s output norm reads neither F(x) nor x + F(x)")
+    return reads
+
+
+def rope(x: Tensor, base: float = 10000.0) -> Tensor:
+    r"""Rotary position embedding (Su et al. 2021) in the "rotate half" form of Hugging
+    Face's LLaMA, Qwen3 and Gemma code, for x of shape (..., T, d) with d even: channel
+    :math:`i < d/2` and channel :math:`i + d/2` of position :math:`t` form a pair rotated by
+    the angle :math:`t\,	heta_i`, :math:`	heta_i = 	ext{base}^{-2i/d}`:
+
+    .. math::
+        \mathrm{RoPE}(x) = x \odot \cos(t	heta) + \mathrm{rotate\_half}(x) \odot \sin(t	heta),
+        \quad \mathrm{rotate\_half}([x_1, x_2]) = [-x_2, x_1].
+
+    A rotation of each pair: it keeps every vector's norm."""
+    t, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(f"the last dimension must be even, got {d}")
+    theta = base ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+    angle = torch.arange(t, dtype=torch.float64)[:, None] * theta[None, :]  # (T, d/2)
+    cos = torch.cat([angle.cos()] * 2, -1).to(x.dtype)
+    sin = torch.cat([angle.sin()] * 2, -1).to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
 def cosine_lr(step: int, steps: int, warmup_steps: int) -> float:
     r"""Learning-rate factor at optimiser step ``step`` (0-based): linear warmup to 1 over
     ``warmup_steps``, then cosine decay to 0 at ``steps`` (the schedule of Wortsman et al.
@@ -684,7 +755,9 @@ def train_lm(model: nn.Module, steps: int = 200, lr: float = 1e-2, warmup_steps:
     cross-entropy plus ``z_loss`` :math:`\cdot \log^2 Z` (Z the softmax normaliser of the
     output logits, averaged over the predicted positions). With ``label`` set prints one line.
 
-    Returns, per step: ``loss`` (cross-entropy), ``log_z`` (mean :math:`\log Z`) and, with
+    Returns, per step: ``loss`` (cross-entropy), ``log_z`` (mean :math:`\log Z`),
+    ``mean_logit`` (the output logits' mean over the vocabulary, averaged over positions),
+    ``top_logit`` (the largest output logit, averaged over positions) and, with
     ``record_attention``, ``max_logit`` (largest attention logit over all layers) and
     ``entropy`` (the lowest of the layers' mean attention entropies); then ``final_loss``
     and ``accuracy`` on ``eval_size`` fresh sequences. A non-finite loss stops training
@@ -698,7 +771,7 @@ def train_lm(model: nn.Module, steps: int = 200, lr: float = 1e-2, warmup_steps:
     attns = [m for m in model.modules() if isinstance(m, QKNormAttention)]
     for a in attns:
         a.record = record_attention
-    hist = {"loss": [], "log_z": [], "max_logit": [], "entropy": []}
+    hist = {"loss": [], "log_z": [], "mean_logit": [], "top_logit": [], "max_logit": [], "entropy": []}
     diverged = False
     model.train()
     for _ in range(steps):
@@ -716,6 +789,8 @@ def train_lm(model: nn.Module, steps: int = 200, lr: float = 1e-2, warmup_steps:
         sched.step()
         hist["loss"].append(float(ce.detach()))
         hist["log_z"].append(float(log_z.detach().mean()))
+        hist["mean_logit"].append(float(logits.detach().mean()))
+        hist["top_logit"].append(float(logits.detach().max(-1).values.mean()))
         if record_attention:
             hist["max_logit"].append(max(a.last_max_logit for a in attns))
             hist["entropy"].append(min(a.last_entropy for a in attns))
@@ -734,6 +809,181 @@ def train_lm(model: nn.Module, steps: int = 200, lr: float = 1e-2, warmup_steps:
         print(f"{label:<34s} loss {final_loss:.3f}  accuracy {accuracy:.2f}"
               + ("  (diverged)" if diverged else ""))
     return {**hist, "final_loss": final_loss, "accuracy": accuracy, "diverged": diverged}
+
+
+def _per_model(value, n: int, name: str) -> list[float]:
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * n
+    if len(values) != n:
+        raise ValueError(f"{name}: expected one value or {n} values, got {len(values)}")
+    return [float(v) for v in values]
+
+
+def train_lm_batch(models: list[nn.Module], steps: int = 200, lr=1e-2, warmup_steps: int = 20,
+                   weight_decay=0.0, z_loss=0.0, batch_size: int = 32, seq_len: int = 8,
+                   vocab_size: int = 16, seeds=0, betas=(0.9, 0.95), eps: float = 1e-8,
+                   record_attention: bool = False, eval_size: int = 256,
+                   labels: list[str] | None = None) -> list[dict]:
+    r""":func:`train_lm` for several models of the same architecture at once: their
+    parameters are stacked (:func:`torch.func.stack_module_state`) and one forward pass,
+    vectorised over the models with :func:`torch.func.vmap`, serves them all, which on a CPU
+    costs far less than running them one after the other. The models stay independent:
+    model :math:`i` reads its own data (a generator seeded with ``seeds[i]``) and has its own
+    ``lr``, ``weight_decay`` and ``z_loss`` (each one value for all or a list with one per
+    model). Its AdamW step is torch's (``torch.optim.AdamW``, decoupled decay) written out
+    for a learning rate per model: with :math:`t` the step, :math:`g` the gradient,
+
+    .. math::
+        p \leftarrow p\,(1 - \eta_t \lambda), \quad m \leftarrow eta_1 m + (1 - eta_1) g,
+        \quad v \leftarrow eta_2 v + (1 - eta_2) g^2,\quad
+        p \leftarrow p - rac{\eta_t}{1 - eta_1^t}\,
+        rac{m}{\sqrt{v / (1 - eta_2^t)} + \epsilon},
+
+    :math:`\eta_t` = ``lr`` :math:`\cdot` :func:`cosine_lr`. The loss of each model is its
+    cross-entropy plus ``z_loss`` :math:`\cdot` mean :math:`\log^2 Z`; a model whose loss is
+    not finite stops (``diverged``; its parameters are kept from the step before). The
+    trained parameters are copied back into ``models``. Returns one dict per model with the
+    keys of :func:`train_lm`; with ``labels`` prints one line per model."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    n = len(models)
+    if n < 1:
+        raise ValueError("need at least one model")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    names = [[k for k, _ in m.named_parameters()] for m in models]
+    if any(nm != names[0] for nm in names) or any(
+            [tuple(p.shape) for p in m.parameters()] != [tuple(p.shape) for p in models[0].parameters()]
+            for m in models):
+        raise ValueError("the models must have the same parameter names and shapes")
+    lrs = _per_model(lr, n, "lr")
+    wds = _per_model(weight_decay, n, "weight_decay")
+    zs = _per_model(z_loss, n, "z_loss")
+    seed_list = [int(v) for v in _per_model(seeds, n, "seeds")]
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"labels: expected {n}, got {len(labels)}")
+    params, buffers = stack_module_state(models)
+    base = models[0]
+    attns = [m for m in base.modules() if isinstance(m, QKNormAttention)]
+    dtype = next(iter(params.values())).dtype
+
+    def column(values):  # (n,) -> broadcastable against a stacked parameter
+        return torch.tensor(values, dtype=dtype)
+
+    lr0, wd, z = column(lrs), column(wds), column(zs)
+    gens = [torch.Generator().manual_seed(s) for s in seed_list]
+
+    def run(p, b, x):
+        stats: list[Tensor] = []
+        for a in attns:
+            a.stats = stats if record_attention else None
+        try:
+            logits = functional_call(base, (p, b), (x,))
+        finally:
+            for a in attns:
+                a.stats = None
+        if record_attention and stats:
+            st = torch.stack(stats).view(-1, 2)
+            return logits, st[:, 0].max(), st[:, 1].min()
+        return logits, logits.new_zeros(()), logits.new_zeros(())
+
+    def batch():
+        xs, ys = zip(*(reversal_batch(batch_size, seq_len, vocab_size, g) for g in gens))
+        return torch.stack(xs), torch.stack(ys)
+
+    keys = ("loss", "log_z", "mean_logit", "top_logit", "max_logit", "entropy")
+    rows: list[Tensor] = []  # per step: (n, 6) statistics, and which models were still training
+    alive: list[Tensor] = []
+    active = torch.ones(n, dtype=torch.bool)
+    names_p = list(params)
+    plist = [params[k] for k in names_p]
+
+    def full(col):  # a per-model value broadcast to every stacked parameter's shape
+        return [col.view((n,) + (1,) * (q.dim() - 1)).expand_as(q).contiguous() for q in plist]
+
+    lr_full = full(lr0)
+    lrwd_full = full(lr0 * wd) if bool((wd != 0).any()) else None
+    m1 = [torch.zeros_like(q) for q in plist]
+    v2 = [torch.zeros_like(q) for q in plist]
+    for m in models:
+        m.train()
+    b1, b2 = betas
+    for step in range(steps):
+        x, y = batch()
+        logits, top_attn, min_ent = vmap(run)(params, buffers, x)
+        mask = y[0] != -100  # the same positions in every model's batch
+        logits = logits[:, mask]  # (n, P, V)
+        ce = nn.functional.cross_entropy(logits.transpose(1, 2), y[:, mask], reduction="none").mean(1)
+        log_z = torch.logsumexp(logits, -1)  # (n, P)
+        loss = ce + z * log_z.pow(2).mean(1)
+        finite = torch.isfinite(loss)
+        if not bool(finite.all()):
+            active &= finite
+            if not bool(active.any()):
+                break
+        everyone = bool(active.all())
+        total = loss.sum() if everyone else torch.where(active, loss, torch.zeros_like(loss)).sum()
+        grads = list(torch.autograd.grad(total, plist))
+        with torch.no_grad():
+            rows.append(torch.stack([ce, log_z.mean(1), logits.mean((1, 2)),
+                                     logits.max(-1).values.mean(1), top_attn, min_ent], 1))
+            alive.append(active.clone())
+            factor = cosine_lr(step, steps, warmup_steps)
+            if not everyone:  # a stopped model: no gradient, no step, no decay
+                keep = active.to(dtype)
+                grads = [torch.nan_to_num(g) * keep.view((n,) + (1,) * (g.dim() - 1)) for g in grads]
+                factor_full = torch._foreach_mul(full(keep), factor)
+            else:
+                factor_full = None
+            t = step + 1
+            # torch.optim.AdamW: decay, first and second moments, bias-corrected step
+            if lrwd_full is not None:
+                decay = torch._foreach_mul(lrwd_full, -factor)
+                if factor_full is not None:
+                    decay = torch._foreach_mul(decay, full(active.to(dtype)))
+                torch._foreach_add_(decay, 1.0)
+                torch._foreach_mul_(plist, decay)
+            torch._foreach_lerp_(m1, grads, 1 - b1)
+            torch._foreach_mul_(v2, b2)
+            torch._foreach_addcmul_(v2, grads, grads, 1 - b2)
+            denom = torch._foreach_sqrt(v2)
+            torch._foreach_div_(denom, (1 - b2 ** t) ** 0.5)
+            torch._foreach_add_(denom, eps)
+            upd = torch._foreach_div(m1, denom)
+            rate = torch._foreach_mul(lr_full, factor / (1 - b1 ** t))
+            if factor_full is not None:
+                rate = torch._foreach_mul(rate, full(active.to(dtype)))
+            torch._foreach_mul_(upd, rate)
+            torch._foreach_sub_(plist, upd)
+    hist = [{k: [] for k in keys} for _ in range(n)]
+    if rows:
+        stats, live = torch.stack(rows).tolist(), torch.stack(alive).tolist()  # (steps, n, 6), (steps, n)
+        for step_stats, step_live in zip(stats, live):
+            for i in range(n):
+                if step_live[i]:
+                    for key, v in zip(keys, step_stats[i]):
+                        if record_attention or key not in ("max_logit", "entropy"):
+                            hist[i][key].append(v)
+    with torch.no_grad():
+        for i, m in enumerate(models):
+            for k, p in m.named_parameters():
+                p.copy_(params[k][i])
+            m.eval()
+        xs, ys = zip(*(reversal_batch(eval_size, seq_len, vocab_size, g) for g in gens))
+        x, y = torch.stack(xs), torch.stack(ys)
+        logits = vmap(run)(params, buffers, x)[0]
+    out = []
+    for i in range(n):
+        mask = y[i] != -100
+        final_loss = float(nn.functional.cross_entropy(logits[i][mask], y[i][mask]))
+        accuracy = float((logits[i].argmax(-1)[mask] == y[i][mask]).double().mean())
+        diverged = not bool(active[i]) or final_loss != final_loss
+        if diverged:
+            final_loss = float("nan")
+        if labels is not None:
+            print(f"{labels[i]:<34s} loss {final_loss:.3f}  accuracy {accuracy:.2f}"
+                  + ("  (diverged)" if diverged else ""))
+        out.append({**hist[i], "final_loss": final_loss, "accuracy": accuracy, "diverged": diverged})
+    return out
 
 
 def layer_norm_samples(model: nn.Module, idx: Tensor) -> list[tuple[str, Tensor, Tensor]]:

@@ -17,33 +17,43 @@ _COLORS = {"norm": "#f2c14e", "attn": "#7fb3d5", "ffn": "#9fd8a4", "add": "#ffff
            "final": "#e8a87c"}
 
 
-def _steps(order: list[str], layout: str) -> list[tuple[str, str]]:
-    """(label, kind) boxes of one block, bottom to top, from a recorded module order."""
+def _steps(order: list[str], reads) -> list[tuple[str, str]]:
+    """(label, kind) boxes of one block, bottom to top, from a recorded module order and from
+    what each output norm receives (``reads``: :func:`helpers.transformer.residual_reads`,
+    ``{"attn": "x + F(x)" or "F(x)", ...}``): '+ x' goes before an output norm that reads
+    the sum, after one that reads the sub-layer's output alone, and right after a sub-layer
+    without an output norm. ``reads`` may also be a layout name (``"post"`` reads the sum,
+    every other layout the output alone)."""
     label = {"attn_in_norm": "Norm", "attn_out_norm": "Norm", "ffn_in_norm": "Norm",
              "ffn_out_norm": "Norm", "attn": "Attention", "ffn": "FFN"}
+    if isinstance(reads, str):
+        reads = {sub: "x + F(x)" if reads == "post" else "F(x)" for sub in ("attn", "ffn")}
     boxes: list[tuple[str, str]] = []
     for name in order:
         if name == "final_norm":
             continue
         kind = "norm" if name.endswith("norm") else name
-        if layout == "post" and name.endswith("out_norm"):
+        sub = name.split("_")[0]
+        sum_first = name.endswith("out_norm") and reads.get(sub) == "x + F(x)"
+        if sum_first:
             boxes.append(("+ x", "add"))
         boxes.append((label[name], kind))
-        if layout != "post" and (name.endswith("out_norm") or
-                                 (name in ("attn", "ffn") and f"{name}_out_norm" not in order)):
+        if (name.endswith("out_norm") and not sum_first) or (
+                name in ("attn", "ffn") and f"{name}_out_norm" not in order):
             boxes.append(("+ x", "add"))
     return boxes
 
 
 def draw_layouts(orders: dict[str, tuple[str, list[str]]], figsize=None):
-    """One column per model: ``orders`` maps a column title to ``(layout, module_order)``
-    (:func:`helpers.transformer.module_order`). Boxes bottom to top in the recorded order;
+    """One column per model: ``orders`` maps a column title to ``(reads, module_order)``
+    (:func:`helpers.transformer.residual_reads`, or a layout name; and
+    :func:`helpers.transformer.module_order`). Boxes bottom to top in the recorded order;
     norm boxes yellow, '+ x' the residual addition, the final norm on top when present.
     The figure is laid out in inches (a box row 0.45 in, the text 16 pt), so that it fits a
     slide at full size: ``figsize`` defaults to 11.6 in wide and as tall as the columns."""
     columns = []
-    for title, (layout, order) in orders.items():
-        boxes = _steps(order, layout)
+    for title, (reads, order) in orders.items():
+        boxes = _steps(order, reads)
         if "final_norm" in order:
             boxes += [("…", "add"), ("final · 最后 Norm", "final")]
         columns.append((title, boxes))

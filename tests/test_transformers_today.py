@@ -218,6 +218,84 @@ def test_train_lm_learns_and_z_loss_pulls_log_z_to_zero():
     assert abs(rz["log_z"][-1]) < abs(r["log_z"][-1])
 
 
+def test_residual_reads_tells_post_ln_from_olmo2():
+    idx, _ = T.reversal_batch(2, 3, 16, torch.Generator().manual_seed(0))
+    expected = {"pre": {}, "sandwich": {"attn": "F(x)", "ffn": "F(x)"},
+                "reordered": {"attn": "F(x)", "ffn": "F(x)"},
+                "post": {"attn": "x + F(x)", "ffn": "x + F(x)"}}
+    for layout, want in expected.items():
+        torch.manual_seed(0)
+        m = T.LayoutTransformer(16, d_model=16, n_heads=2, num_layers=2, layout=layout, norm="rms")
+        assert T.residual_reads(m, idx) == want, layout
+        assert T.residual_reads(m, idx, block=1) == want, layout
+
+
+def test_rope_is_a_complex_rotation_of_channel_pairs():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 7, 8, generator=g, dtype=F64)
+    got = T.rope(x, base=100.0)
+    # reference: channel i and i + d/2 as one complex number, times exp(i t theta_i)
+    d, t = 8, 7
+    z = torch.complex(x[..., : d // 2], x[..., d // 2:])
+    theta = 100.0 ** (-torch.arange(0, d, 2, dtype=F64) / d)
+    rot = torch.polar(torch.ones(t, d // 2, dtype=F64), torch.arange(t, dtype=F64)[:, None] * theta)
+    w = z * rot
+    torch.testing.assert_close(got, torch.cat([w.real, w.imag], -1))
+    torch.testing.assert_close(got.norm(dim=-1), x.norm(dim=-1))
+    with pytest.raises(ValueError, match="even"):
+        T.rope(torch.zeros(2, 3))
+
+
+def test_train_lm_batch_equals_separate_train_lm_runs():
+    # reference: torch.optim.AdamW and LambdaLR inside train_lm, one model at a time
+    task = dict(steps=25, warmup_steps=5, batch_size=8, seq_len=4, vocab_size=8)
+    lrs, wds, zs, seeds = [0.01, 0.003, 0.02], [0.0, 0.1, 0.0], [0.0, 1e-3, 0.0], [0, 1, 2]
+
+    def make(seed, **kw):
+        torch.manual_seed(seed)
+        return T.LayoutTransformer(8, 16, 2, 2, max_len=8, **kw).double()
+
+    for kw in [dict(layout="pre", qk_norm="head"), dict(layout="sandwich", norm="dyt"),
+               dict(layout="none", branch_scale="skipinit")]:
+        ref = [T.train_lm(make(s, **kw), lr=lr, weight_decay=wd, z_loss=z, seed=s,
+                          record_attention=True, **task)
+               for s, lr, wd, z in zip(seeds, lrs, wds, zs)]
+        models = [make(s, **kw) for s in seeds]
+        got = T.train_lm_batch(models, lr=lrs, weight_decay=wds, z_loss=zs, seeds=seeds,
+                               record_attention=True, **task)
+        for r, g in zip(ref, got):
+            assert set(r) == set(g)
+            for key in ("loss", "log_z", "mean_logit", "top_logit", "max_logit", "entropy"):
+                torch.testing.assert_close(torch.tensor(g[key], dtype=F64),
+                                           torch.tensor(r[key], dtype=F64), rtol=1e-8, atol=1e-9)
+            assert g["final_loss"] == pytest.approx(r["final_loss"], rel=1e-8)
+            assert g["accuracy"] == r["accuracy"] and not g["diverged"]
+        # the trained parameters are written back into the models
+        again = make(seeds[1], **kw)
+        T.train_lm(again, lr=lrs[1], weight_decay=wds[1], z_loss=zs[1], seed=seeds[1], **task)
+        for (name, p), q in zip(models[1].named_parameters(), again.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-8, atol=1e-9, msg=name)
+
+
+def test_train_lm_batch_rejects_mismatched_models_and_lists():
+    torch.manual_seed(0)
+    a = T.LayoutTransformer(8, 16, 2, 1, layout="pre").double()
+    b = T.LayoutTransformer(8, 16, 2, 1, layout="sandwich").double()
+    with pytest.raises(ValueError, match="same parameter"):
+        T.train_lm_batch([a, b], steps=1)
+    with pytest.raises(ValueError, match="lr"):
+        T.train_lm_batch([a, a], steps=1, lr=[0.1, 0.2, 0.3])
+
+
+def test_train_lm_batch_stops_a_diverging_model_only():
+    torch.manual_seed(0)
+    models = [T.LayoutTransformer(8, 16, 2, 1, layout="pre").double() for _ in range(2)]
+    out = T.train_lm_batch(models, steps=5, warmup_steps=1, lr=[1e-2, float("inf")],
+                           batch_size=8, seq_len=4, vocab_size=8, seeds=[0, 1])
+    assert not out[0]["diverged"] and len(out[0]["loss"]) == 5
+    assert out[1]["diverged"] and math.isnan(out[1]["final_loss"])
+
+
 # ---- checkers -----------------------------------------------------------------------------
 
 def qk_correct(q, k, v, wq, wk, eps):
@@ -435,3 +513,42 @@ def test_layer_norm_samples_are_the_normalised_inputs():
     z = stream[0]
     expected = (z - z.mean(-1, keepdim=True)) / torch.sqrt(z.var(-1, unbiased=False, keepdim=True) + 1e-5)
     torch.testing.assert_close(xh, expected.flatten())
+
+
+# ---- lesson 09's seed grid (helpers.transformer_grids) -------------------------------------
+
+def test_seed_grid_models_have_the_lesson_settings():
+    from helpers import transformer_grids as TG
+    # the settings the lesson used before the grid existed, written out independently
+    torch.manual_seed(3)
+    ref = T.LayoutTransformer(16, d_model=32, n_heads=4, num_layers=4, max_len=12, layout="sandwich").double()
+    got = TG.layout_model("sandwich", 3)
+    assert [n for n, _ in got.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    for p, q in zip(got.parameters(), ref.parameters()):
+        assert p.dtype == F64 and torch.equal(p, q)
+    dyt = TG.dyt_model("DyT, alpha0 2.0", 0)
+    alphas = {float(m.alpha.detach()) for m in dyt.modules() if isinstance(m, HN.DyT)}
+    assert alphas == {2.0} and sum(isinstance(m, HN.DyT) for m in dyt.modules()) == 9
+    skip = TG.no_norm_model("SkipInit (no norm)", 0)
+    assert not any(isinstance(m, nn.LayerNorm) for m in skip.modules())
+    assert all(float(b.attn_scale.detach()) == 0.0 for b in skip.blocks)
+    x, y = TG.eval_batch()
+    assert x.shape == (64, 12) and (y[:, :6] == -100).all()
+    with pytest.raises(ValueError):
+        TG.layout_model("post", 0)
+
+
+def test_seed_grid_results_file_covers_every_run():
+    from helpers import transformer_grids as TG
+    from helpers.results import read_all_paths
+    records = read_all_paths("lesson09_seeds")
+    assert {"avx2", "default"} <= set(records)
+    for rec in records.values():
+        assert "python -m helpers.transformer_grids" in rec["command"]
+        seeds = rec["seeds"]
+        for exp, configs in [("stream", TG.LAYOUTS), ("dyt", TG.DYT_KINDS), ("no norm", TG.NO_NORM_VARIANTS)]:
+            for c in configs:
+                assert sorted(r["seed"] for r in rec["rows"] if r["experiment"] == exp and r["config"] == c) == seeds
+    assert len(TG.runs(records, "dyt", "LayerNorm")) == sum(len(r["seeds"]) for r in records.values())
+    with pytest.raises(ValueError):
+        TG.runs(records, "dyt", "BatchNorm")
