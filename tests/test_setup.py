@@ -46,7 +46,7 @@ def test_ci_runs_the_readme_test_command():
 
 # saved outputs that still carry the absolute paths of the machine that ran them (made before
 # tools.bench wrote portable paths); each passes once the lesson is re-executed
-NOT_YET_PORTABLE = {"01_batch_norm", "10_batch_norm_in_practice"}
+NOT_YET_PORTABLE: set[str] = set()
 ABSOLUTE = __import__("re").compile(
     r"(?:[A-Za-z]:)?(?:[/\\][^\s\"'\x1b:()\[\]/\\]+)+[/\\](?:(?:site|dist)-packages|helpers|tools)[/\\]")
 
