@@ -80,7 +80,7 @@ CONTINUED = {"en": "*(continued)*", "zh": "*（续）*"}
 # TEMPORARY: lessons whose notes are still one block per section (on the heading slide only),
 # because their sections are being rewritten. The per-slide rules are not checked for them.
 # Remove a lesson from this list as soon as its slide blocks are written; then delete the list.
-SECTION_NOTES_ONLY: tuple[str, ...] = ("09", "10")
+SECTION_NOTES_ONLY: tuple[str, ...] = ("09",)
 MINUTES_TOLERANCE = 0.25
 # reveal.js's speaker view is a window of its own that shows a slide's notes as HTML copied from
 # the deck: the notes carry the course's Chinese font with them. MathJax finds the notes' math in
