@@ -14,15 +14,6 @@ def test_every_section_and_every_slide_has_notes(lesson):
     assert sn.problems(lesson) == []
 
 
-@pytest.mark.parametrize("number", sn.SECTION_NOTES_ONLY)
-def test_lessons_on_section_notes_only_are_still_missing_slide_notes(number, monkeypatch):
-    """SECTION_NOTES_ONLY is temporary: a lesson whose slide notes are all written leaves it."""
-    (lesson,) = [p for p in lessons() if p.stem[:2] == number]
-    monkeypatch.setattr(sn, "SECTION_NOTES_ONLY", ())
-    assert any("has no notes" in p for p in sn.problems(lesson)), \
-        f"every slide of lesson {number} has notes: remove it from SECTION_NOTES_ONLY"
-
-
 GOOD = """# 99_x · a lesson
 
 ### slide t-en: title
@@ -164,9 +155,3 @@ def test_missing_notes_and_mismatched_decks(tmp_path, monkeypatch):
     assert sn.problems(lesson) == ["notes/99_x.md is missing"]
 
 
-def test_lessons_on_section_notes_only_are_not_asked_for_slide_notes(tmp_path, monkeypatch):
-    cut = GOOD[:GOOD.index("### slide c1")] + GOOD[GOOD.index("## References"):]
-    lesson = _lesson(tmp_path, monkeypatch, cut)
-    assert any("slide c1" in p for p in sn.problems(lesson))
-    monkeypatch.setattr(sn, "SECTION_NOTES_ONLY", ("99",))
-    assert sn.problems(lesson) == []

@@ -51,10 +51,6 @@ rules (tests/test_speaker_notes.py runs it on every lesson):
 * English and Chinese with the same numbers, inline code and formulas (section and slide
   blocks alike).
 
-:data:`SECTION_NOTES_ONLY` names the lessons whose notes are still one block per section
-(their sections are being rewritten): the slide rules are not checked for them. It is
-temporary: a lesson leaves it when its slide blocks are written.
-
     python -m tools.speaker_notes          # check every lesson's notes; exit 1 on a problem
 """
 
@@ -77,10 +73,6 @@ TIME_LABEL = {"en": "Time for this section: {} min", "zh": "本节用时：{} �
 NO_QUESTION = ("Environment check", "References")  # sections that need no question
 SHOWS = {"en": "**Shows:**", "zh": "**展示：**"}
 CONTINUED = {"en": "*(continued)*", "zh": "*（续）*"}
-# TEMPORARY: lessons whose notes are still one block per section (on the heading slide only),
-# because their sections are being rewritten. The per-slide rules are not checked for them.
-# Remove a lesson from this list as soon as its slide blocks are written; then delete the list.
-SECTION_NOTES_ONLY: tuple[str, ...] = ("09",)
 MINUTES_TOLERANCE = 0.25
 # reveal.js's speaker view is a window of its own that shows a slide's notes as HTML copied from
 # the deck: the notes carry the course's Chinese font with them. MathJax finds the notes' math in
@@ -280,8 +272,7 @@ def _facts(text: str) -> tuple[list[str], list[str], list[str]]:
     return code, math, sorted(_NUMBER.findall(rest))
 
 
-def _slide_problems(name: str, nb: nbformat.NotebookNode, notes: list[Section],
-                    required: bool) -> list[str]:
+def _slide_problems(name: str, nb: nbformat.NotebookNode, notes: list[Section]) -> list[str]:
     out = []
     plan = slide_plan(nb)
     where_slide = {key: section for section, key, _, _ in plan}
@@ -314,11 +305,10 @@ def _slide_problems(name: str, nb: nbformat.NotebookNode, notes: list[Section],
         mine = [k for k in keys if k in order]
         if mine != sorted(mine, key=order.index):
             out.append(f"{name}, {s.heading!r}: the slide blocks are not in slide order")
-    if required:
-        for section, key, heading_slide, first in plan:
-            if not heading_slide and key not in seen:
-                out.append(f"{name}: slide {key} ({first!r}) in section {section!r} has no notes: "
-                           f"add '### slide {key}: <label>' with #### en and #### zh")
+    for section, key, heading_slide, first in plan:
+        if not heading_slide and key not in seen:
+            out.append(f"{name}: slide {key} ({first!r}) in section {section!r} has no notes: "
+                       f"add '### slide {key}: <label>' with #### en and #### zh")
     return out
 
 
@@ -357,7 +347,7 @@ def problems(lesson: pathlib.Path) -> list[str]:
             if ASK[lang] not in text and s.heading not in NO_QUESTION:
                 out.append(f"{where}: the {lang} notes need an {ASK[lang]} item")
         out += _twin_problems(where, s.text)
-    out += _slide_problems(path.name, nb, notes, lesson.stem[:2] not in SECTION_NOTES_ONLY)
+    out += _slide_problems(path.name, nb, notes)
     total = sum(s.minutes or 0 for s in _headed(notes))
     planned = lesson_minutes(lesson)
     if abs(total - planned) > MINUTES_TOLERANCE * planned:
