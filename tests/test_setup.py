@@ -42,6 +42,7 @@ def test_ci_runs_the_readme_test_command():
                      "make export slides", "make test-exports EXPORTED=1",
                      "make test-browser EXPORTED=1"]
     assert commands.index("set -euo pipefail") < commands.index("make test")
+    assert 'if wait "$resolve"; then cat build/ci-test-resolve.log' in commands  # its failure counts
 
 
 # saved outputs that still carry the absolute paths of the machine that ran them (made before
@@ -86,4 +87,3 @@ def test_portable_paths_rewrites_the_machines_paths(tmp_path):
                   "File \x1b[32m../helpers/distributed.py:3\x1b[39m"]
     assert nb.cells[0].outputs[1].text == "<site-packages>/numpy/core.py:1: Warning\n"
     assert not ABSOLUTE.search("".join(tb))
-    assert 'if wait "$resolve"; then cat build/ci-test-resolve.log' in commands  # its failure counts
