@@ -37,6 +37,17 @@ class Sol:
         return self.expect == PASS
 
 
+def collector(bank: list):
+    """``add = collector(S)``: a decorator factory, ``@add(target, name, expect)`` appends the
+    decorated function to ``bank`` as a :class:`Sol` (keyword arguments go to the checker)."""
+    def add(target, name, expect=PASS, **kwargs):
+        def deco(fn):
+            bank.append(Sol(target, name, fn, expect, kwargs))
+            return fn
+        return deco
+    return add
+
+
 def drill_copies(sols, mapping: dict[str, str], *, exclude=()) -> list[Sol]:
     """The entries of checker targets re-targeted at their drills (``mapping``: checker ->
     drill), for solutions that are written from scratch (names in ``exclude`` are left out:
