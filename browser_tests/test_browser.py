@@ -560,10 +560,12 @@ def test_speaker_view_shows_the_sections_notes(browser, lang, label):
         .map(([i, n]) => [i, n])""")
     n_slides = page.evaluate("() => Reveal.getSlides().length")
     assert len(with_notes) == n_slides  # every slide carries notes
-    # the section's time line is on each section's heading slide, and only there
-    assert sum(label in notes for _, notes in with_notes) == _sections(lang)
-    # go to the second section's heading slide and open the speaker view (S)
-    index = [i for i, notes in with_notes if label in notes][1]
+    # the section's time line is on each section's heading slide (on each piece of one that the
+    # deck cuts in two), not on every slide
+    timed = [i for i, notes in with_notes if label in notes]
+    assert _sections(lang) <= len(timed) < len(with_notes)
+    # go to a section's heading slide and open the speaker view (S)
+    index = timed[1]
     page.evaluate(f"() => {{ const s = Reveal.getSlides()[{index}]; "
                   "const i = Reveal.getIndices(s); Reveal.slide(i.h, i.v); }")
     with page.context.expect_page(timeout=30_000) as popup:
