@@ -73,6 +73,11 @@ def frn(x: Tensor, gamma: Tensor, beta: Tensor, tau: Tensor, eps: float = 1e-6) 
     $y = \gamma\hat x + \beta$, $z = \max(y, \tau)$,
 
     per sample and channel; no mean subtracted; $\gamma, \beta, \tau$ per channel, shape (C,).
+
+    Source check: matches the paper's definitions as quoted on
+    paperswithcode.com/method/filter-response-normalization ($\nu^2 = \sum_i x_i^2/N$,
+    $N = W\times H$; $\hat x = x/\sqrt{\nu^2+\epsilon}$; $z = \max(y, \tau)$). The paper's
+    section and equation numbers are not verified.
     """
     _check_4d(x, "frn")
     nu2 = (x * x).mean((2, 3), keepdim=True)
@@ -177,7 +182,11 @@ def zca_whitening_matrix(x: Tensor, eps: float = 0.0) -> tuple[Tensor, Tensor]:
     $W_{ZCA} = D(\Lambda + \epsilon I)^{-1/2}D^\top = (\Sigma + \epsilon I)^{-1/2}$,
     $\hat X = X_c W_{ZCA}$ (the matrix is symmetric).
 
-    Returns (the whitened samples, $W_{ZCA}$)."""
+    Returns (the whitened samples, $W_{ZCA}$).
+
+    Source check: only secondary descriptions of $D\Lambda^{-1/2}D^\top$ were found (e.g. the
+    Chainer documentation of ``decorrelated_batch_normalization``); the paper's equation
+    number is not verified."""
     xc, cov = _covariance(x)
     lam, d = torch.linalg.eigh(cov)
     w = d @ torch.diag((lam + eps).rsqrt()) @ d.T
@@ -194,7 +203,11 @@ def iternorm_whitening_matrix(x: Tensor, iterations: int = 5, eps: float = 0.0
 
     Newton's iterations for $\Sigma_N^{-1/2}$; they converge because the eigenvalues of
     $\Sigma_N$ lie in (0, 1]. $T$ finite gives an approximate whitening (the paper uses
-    $T = 5$). Returns (the whitened samples, $W$)."""
+    $T = 5$). Returns (the whitened samples, $W$).
+
+    Source check: the steps match Algorithm 1 as reproduced in Sensors 23(17):7486, 2023
+    (its Algorithm 1, citing the paper), including $\Sigma = \frac1m X_c^\top X_c + \epsilon I$
+    before the trace."""
     xc, cov = _covariance(x)
     cov = cov + eps * torch.eye(cov.shape[0], dtype=cov.dtype)
     trace = torch.trace(cov)
@@ -243,7 +256,12 @@ class PowerNorm(nn.Module):
 def scale_norm(x: Tensor, g: Tensor | float, eps: float = 1e-5) -> Tensor:
     r"""ScaleNorm (Nguyen & Salazar 2019, arXiv 1910.05895):
     $y = g\,x/\max(\lVert x\rVert_2, \epsilon)$ over the last dim, with **one** learned scalar
-    $g$ per layer (the paper initialises it to $\sqrt d$)."""
+    $g$ per layer (the paper initialises it to $\sqrt d$).
+
+    Source check: formula and initialisation seen only in secondary descriptions and in code
+    that cites the paper (ESPnet's ``ScaleNorm``; x-transformers' ``ScaleNorm`` multiplies by
+    ``dim ** 0.5`` times a learned ``g`` started at 1), not in the paper's text: section and
+    equation number not verified."""
     return g * x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
 
 
@@ -271,7 +289,10 @@ def cross_iteration_mean(past: list[tuple[Tensor, Tensor]], weight_now: Tensor,
     the derivative is taken by autograd. ``compensate=False`` averages the stale means (the
     naive alternative). For a linear layer $\mu = W\bar x$ is linear in $W$, so the Taylor
     step is exact; the paper applies it to the mean and second moment of deep layers, where it
-    is an approximation."""
+    is an approximation.
+
+    Source check: the abstract (arXiv 2002.05712) confirms compensation by Taylor polynomials;
+    the equation was not checked against the paper's text (equation number not verified)."""
     means = []
     for x, w_old in past:
         mean_of = lambda w, x=x: x.mean(0) @ w.T                      # (d_out,)
@@ -288,7 +309,11 @@ def cross_iteration_mean(past: list[tuple[Tensor, Tensor]], weight_now: Tensor,
 # --------------------------------------------------------------------------------------
 def film(h: Tensor, gamma: Tensor, beta: Tensor) -> Tensor:
     r"""FiLM (Perez, Strub, de Vries, Dumoulin & Courville, AAAI 2018, arXiv 1709.07871): $\mathrm{FiLM}(h) = \gamma(c)\odot h + \beta(c)$, with $\gamma, \beta$
-    of shape (N, C) predicted from the conditioning input $c$, broadcast over (H, W)."""
+    of shape (N, C) predicted from the conditioning input $c$, broadcast over (H, W).
+
+    Source check: secondary sources quote the layer as
+    $\mathrm{FiLM}(F_{i,c}\mid\gamma_{i,c},\beta_{i,c}) = \gamma_{i,c}F_{i,c} + \beta_{i,c}$;
+    the paper's equation number is not verified."""
     view = (h.shape[0], h.shape[1]) + (1,) * (h.dim() - 2)
     return gamma.view(view) * h + beta.view(view)
 
@@ -297,7 +322,13 @@ def conditional_batch_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 
     r"""Conditional BatchNorm (de Vries, Strub, Mary, Larochelle, Pietquin & Courville,
     NeurIPS 2017, arXiv 1707.00683): BatchNorm without its own affine step, then
     FiLM with a per-sample $\gamma(c), \beta(c)$ of shape (N, C):
-    $y = \gamma(c)\,\hat x^{(B)} + \beta(c)$."""
+    $y = \gamma(c)\,\hat x^{(B)} + \beta(c)$.
+
+    Source check: the paper predicts changes to pretrained, frozen parameters with a
+    one-hidden-layer MLP of the question embedding, $\hat\beta_c = \beta_c + \Delta\beta_c$,
+    $\hat\gamma_c = \gamma_c + \Delta\gamma_c$ (as quoted on
+    paperswithcode.com/method/conditional-batch-normalization); ``gamma`` and ``beta`` here are
+    those sums. Section and equation number not verified."""
     _check_4d(x, "conditional_batch_norm")
     mu, var = moments(x, (0, 2, 3))
     return film((x - mu) / (var + eps).sqrt(), gamma, beta)
@@ -347,7 +378,12 @@ def layernorm_scaling(normed: Tensor, layer: int) -> Tensor:
     r"""LayerNorm Scaling (Sun, Song, Li, Yin, Zheng & Liu, "The Curse of Depth in Large
     Language Models", arXiv 2502.05795): the output of the Pre-LN norm in layer
     $\ell$ (counted from 1) is multiplied by $1/\sqrt{\ell}$:
-    $h = \mathrm{LN}(x)/\sqrt{\ell}$."""
+    $h = \mathrm{LN}(x)/\sqrt{\ell}$.
+
+    Source check: the abstract, and the authors' code (``lmsdss/LayerNorm-Scaling``,
+    ``peft_pretraining/modeling_llama.py``, branch ``LNS``: both pre-norm outputs of a block
+    times ``1 / math.sqrt(self.layer_index + 1)``, index from 0; the norm there is RMSNorm).
+    The paper's section and equation number are not verified."""
     if layer < 1:
         raise ValueError(f"layers are counted from 1, got {layer}")
     return normed / math.sqrt(layer)
