@@ -293,7 +293,11 @@ def cross_iteration_mean(past: list[tuple[Tensor, Tensor]], weight_now: Tensor,
     is an approximation.
 
     Source check: the abstract (arXiv 2002.05712) confirms compensation by Taylor polynomials;
-    the equation was not checked against the paper's text (equation number not verified)."""
+    the authors' code (``Howal/Cross-iterationBatchNorm``, ``mmdet/models/utils/CBN.py``,
+    ``CBatchNorm2d``) takes the derivative only with respect to the preceding layer's weight,
+    scales the step by ``rho`` (default 1.0), averages the current batch's statistics with the
+    compensated buffered ones and drops a buffered batch whose compensated variance is
+    negative. The paper's text was not found (equation number not verified)."""
     means = []
     for x, w_old in past:
         mean_of = lambda w, x=x: x.mean(0) @ w.T                      # (d_out,)
