@@ -184,9 +184,11 @@ def zca_whitening_matrix(x: Tensor, eps: float = 0.0) -> tuple[Tensor, Tensor]:
 
     Returns (the whitened samples, $W_{ZCA}$).
 
-    Source check: only secondary descriptions of $D\Lambda^{-1/2}D^\top$ were found (e.g. the
-    Chainer documentation of ``decorrelated_batch_normalization``); the paper's equation
-    number is not verified."""
+    Source check: matches the authors' code (``princeton-vl/DecorrelatedBN``,
+    ``module/DecorelateBN_Advance.lua``: covariance over $m$, SVD, $\epsilon$ added to the
+    eigenvalues, $D\Lambda^{-1/2}D^\top$ applied on the right), which whitens channels in
+    groups (``m_perGroup``, default half the channels); here all channels are whitened jointly.
+    The paper's text was not found: equation number not verified."""
     xc, cov = _covariance(x)
     lam, d = torch.linalg.eigh(cov)
     w = d @ torch.diag((lam + eps).rsqrt()) @ d.T
