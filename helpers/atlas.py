@@ -209,7 +209,8 @@ def iternorm_whitening_matrix(x: Tensor, iterations: int = 5, eps: float = 0.0
 
     Source check: the steps match Algorithm 1 as reproduced in Sensors 23(17):7486, 2023
     (its Algorithm 1, citing the paper), including $\Sigma = \frac1m X_c^\top X_c + \epsilon I$
-    before the trace."""
+    before the trace; the authors' code (``huangleiBuaa/IterNorm``,
+    ``module/DecorelateBN_PowerIter_GPU.lua``) runs the same loop (``nIter`` = 5 by default)."""
     xc, cov = _covariance(x)
     cov = cov + eps * torch.eye(cov.shape[0], dtype=cov.dtype)
     trace = torch.trace(cov)
