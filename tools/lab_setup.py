@@ -60,14 +60,19 @@ def settings_path(prefix: str | pathlib.Path = sys.prefix) -> pathlib.Path:
 def write_lab_settings(prefix: str | pathlib.Path = sys.prefix) -> pathlib.Path:
     """Merge :data:`LAB_SETTINGS` into ``prefix``'s overrides file; return its path. Raises
     ``ValueError`` if the file exists but is not a JSON object."""
-    path = settings_path(prefix)
+    return _merge_json(settings_path(prefix), LAB_SETTINGS)
+
+
+def _merge_json(path: pathlib.Path, sections: dict) -> pathlib.Path:
+    """Merge ``sections`` ({section: {key: value}}) into the JSON object in ``path``, keeping
+    every other key, and write it back; raises ``ValueError`` if the file holds no JSON object."""
     current = {}
     if path.exists():
         current = json.loads(path.read_text(encoding="utf-8") or "{}")
         if not isinstance(current, dict):
             raise ValueError(f"{path} is not a JSON object")
-    for plugin, values in LAB_SETTINGS.items():
-        current.setdefault(plugin, {}).update(values)
+    for section, values in sections.items():
+        current.setdefault(section, {}).update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
     return path
@@ -95,17 +100,7 @@ def write_server_config(prefix: str | pathlib.Path = sys.prefix,
 
         curve = zmq.has("curve")
     wanted = {k: dict(v) for k, v in SERVER_CONFIG.items() if curve or k != "KernelManager"}
-    path = server_config_path(prefix)
-    current = {}
-    if path.exists():
-        current = json.loads(path.read_text(encoding="utf-8") or "{}")
-        if not isinstance(current, dict):
-            raise ValueError(f"{path} is not a JSON object")
-    for section, values in wanted.items():
-        current.setdefault(section, {}).update(values)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
-    return path, wanted
+    return _merge_json(server_config_path(prefix), wanted), wanted
 
 
 CUSTOM_CSS = STATIC / "jupyterlab" / "custom.css"
