@@ -131,7 +131,7 @@ $(RESOLVE_STAMP): requirements-resolve.txt $(STAMP)
 	touch $(RESOLVE_STAMP)
 
 test-resolve: $(RESOLVE_STAMP)
-	$(PY) -m pytest -n 4 -v tests/test_install.py -k resolve
+	COURSE_TEST_RESOLVE=1 $(PY) -m pytest -n 4 -v tests/test_install.py -k resolve
 
 bench: $(STAMP)
 	$(PY) -m tools.bench $(LESSONS)

@@ -446,7 +446,8 @@ def test_slides_offline(browser):
 # ------------------------------------------------------------------ every slide fits
 
 def test_every_slide_fits_the_screen(browser):
-    """Each deck of each language is loaded once per window size and all its slides are
+    """Each deck of each language is loaded once per window size (by two Chromiums side by
+    side, tools.slide_fit.run_jobs) and all its slides are
     measured in one script (tools.slide_fit.MEASURE_JS), each once it has settled (its math
     typeset): none may be taller than the deck, grow after it is shown, or hold a formula
     broken across lines in a table. Every page of the HTML edition, in both languages, is
@@ -467,8 +468,10 @@ def test_every_slide_fits_the_screen(browser):
     missing = sorted(expected - found)
     assert not missing, f"HTML pages missing (run make export): {missing}"
     summaries = []
-    html_lines = slide_fit.measure_html(browser, pages, log=summaries.append)
-    reports = slide_fit.measure(browser, decks)
+    # two Chromiums side by side (one per core on a 2-core machine), each with its own thread
+    workers = min(2, os.cpu_count() or 1)
+    html_lines = slide_fit.measure_html(None, pages, log=summaries.append, workers=workers)
+    reports = slide_fit.measure(None, decks, workers=workers)
     lines = html_lines + [line for r in reports for line in r.offender_lines()]
     (SHOTS / "slide_fit.txt").write_text(
         "\n".join([s for s in summaries if not s.startswith("  ")] + [r.summary() for r in reports])

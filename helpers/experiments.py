@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -119,19 +120,122 @@ def _lr_gain_run(job: tuple) -> float:
         return train_classifier(model, x, y, lr=lr, steps=steps, seed=seed)["loss"]
 
 
+def _stacked_mlps(runs: list[tuple], depth: int, width: int, steps: int,
+                  batch_size: int = 64, momentum: float = 0.9) -> list[float]:
+    r""":func:`helpers.training.train_classifier` for several runs of :func:`deep_mlp` that
+    share one ``norm`` (``None`` or ``"batch"``), trained together: ``runs`` is a list of
+    ``(norm, gain, lr, seed)``. Every run keeps its own initial weights
+    (``deep_mlp(..., gain, norm, seed)``), its own minibatches (a generator seeded with its
+    seed, 64 indices drawn with replacement per step), its own BatchNorm statistics and its
+    own SGD momentum buffer and learning rate; a run whose loss becomes NaN or infinite stops
+    there (``inf``), as in ``train_classifier``. The R runs' layers are batched matrix
+    products over a run dimension, and run r's BatchNorm is :func:`helpers.functional.batch_norm`
+    over the batch for run r's block of channels, so each run computes the function of its
+    own model; the summed loss :math:`\sum_r L_r` gives each run exactly the gradient of its
+    own loss. The products are grouped differently from R separate models, so the losses
+    agree with the separate runs to rounding, not bit for bit (``tests/test_batchsize.py``).
+    Returns the final loss of each run on all the digits in eval mode (running statistics)."""
+    from . import functional as HF
+
+    norm = {r[0] for r in runs}
+    if len(norm) != 1 or next(iter(norm)) not in (None, "batch"):
+        raise ValueError(f"stacked runs share one norm, None or 'batch', got {sorted(map(str, norm))}")
+    bn = runs[0][0] == "batch"
+    x, y = _digits64()
+    R, f = len(runs), nn.functional
+    models = [deep_mlp(depth=depth, width=width, gain=g, norm=n, seed=s) for n, g, _, s in runs]
+    linears = [[m for m in model if isinstance(m, nn.Linear)] for model in models]
+    params = [torch.stack([ls[k].weight.detach() for ls in linears]).requires_grad_()
+              for k in range(depth + 1)]                             # (R, out, in)
+    head_b = torch.stack([ls[-1].bias.detach() for ls in linears]).requires_grad_()  # (R, 10)
+    gammas = [torch.ones(R * width, dtype=x.dtype, requires_grad=True) for _ in range(depth)] if bn else []
+    betas = [torch.zeros(R * width, dtype=x.dtype, requires_grad=True) for _ in range(depth)] if bn else []
+    stats = [(torch.zeros(R * width, dtype=x.dtype), torch.ones(R * width, dtype=x.dtype))
+             for _ in range(depth)]
+    tensors = params + [head_b] + gammas + betas
+    buffers = [None] * len(tensors)
+    lr = torch.tensor([r[2] for r in runs], dtype=x.dtype)
+    gens = [torch.Generator().manual_seed(r[3]) for r in runs]
+    alive = torch.ones(R, dtype=torch.bool)
+
+    def forward(inputs: torch.Tensor, training: bool) -> torch.Tensor:  # (R, B, 64) -> (R, B, 10)
+        h = inputs
+        for k in range(depth):
+            h = torch.bmm(h, params[k].transpose(1, 2))               # (R, B, width)
+            if bn:  # per run and channel over the batch: columns r * width + c of (B, R * width)
+                B = h.shape[1]
+                flat = h.transpose(0, 1).reshape(B, R * width)
+                flat = HF.batch_norm(flat, *stats[k], gammas[k], betas[k], training, 0.1, 1e-5)
+                h = flat.reshape(B, R, width).transpose(0, 1)
+            h = torch.tanh(h)
+        return torch.baddbmm(head_b.unsqueeze(1), h, params[depth].transpose(1, 2))
+
+    def per_run_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        R_, B = labels.shape
+        return f.cross_entropy(logits.reshape(R_ * B, -1), labels.reshape(-1),
+                               reduction="none").view(R_, B).mean(1)
+
+    final = [math.inf] * R
+    with one_thread():
+        for _ in range(steps):
+            idx = torch.stack([torch.randint(0, len(x), (batch_size,), generator=g) for g in gens])
+            losses = per_run_loss(forward(x[idx], True), y[idx])
+            alive &= torch.isfinite(losses.detach())
+            if not alive.any():
+                break
+            torch.where(alive, losses, torch.zeros_like(losses)).sum().backward()
+            with torch.no_grad():
+                for i, t in enumerate(tensors):
+                    grad = t.grad
+                    buffers[i] = grad.clone() if buffers[i] is None else buffers[i].mul_(momentum).add_(grad)
+                    step = lr * alive  # a diverged run is left where it stopped
+                    if t.dim() == 1:  # a BatchNorm gamma/beta: (R * width,)
+                        t.sub_(step.repeat_interleave(width) * buffers[i])
+                    else:
+                        t.sub_(step.view(-1, *[1] * (t.dim() - 1)) * buffers[i])
+                    t.grad = None
+        with torch.no_grad():
+            logits = forward(x.expand(R, *x.shape), False)
+            losses = per_run_loss(logits, y.expand(R, *y.shape))
+    for r in range(R):
+        if alive[r] and math.isfinite(losses[r].item()):
+            final[r] = losses[r].item()
+    return final
+
+
+def _stacked_mlps_job(job: tuple) -> dict:
+    """``{run: final loss}`` of :func:`_stacked_mlps` (top level, for worker processes)."""
+    runs, depth, width, steps = job
+    return dict(zip(runs, _stacked_mlps(runs, depth, width, steps)))
+
+
 def lr_gain_grid(norms=(None, "batch"), gains=(1.0, 3.0), lrs=(0.03, 0.3, 1.0), seeds=(0, 1),
                  depth: int = 8, width: int = 64, steps: int = 100,
-                 workers: int = 1) -> dict[tuple, list[float]]:
+                 workers: int = 1, stacked: bool = True) -> dict[tuple, list[float]]:
     """Final training loss of :func:`helpers.training.train_classifier` (SGD with momentum
     0.9, ``steps`` minibatches of 64) for :func:`deep_mlp` (``depth``, ``width``, ``gain``,
     ``norm``, ``seed``) on all 1797 digits in float64, for every (norm, gain, lr) and seed:
-    ``{(norm, gain, lr): [loss of each seed]}`` (``inf`` for a run that diverged). Every
-    run uses one thread and its own seeds, so ``workers`` (processes, :func:`run_jobs`)
-    changes the time, not the numbers.
+    ``{(norm, gain, lr): [loss of each seed]}`` (``inf`` for a run that diverged).
+
+    ``stacked`` (the default): the runs of one norm are trained together as one job
+    (:func:`_stacked_mlps`: batched matrix products over the runs, every run with its own
+    seeds, learning rate, statistics and momentum), equal to the separate runs to rounding;
+    ``stacked=False``: one ``train_classifier`` run per job, bit for bit the runs one after
+    the other. The jobs go to ``workers`` processes (:func:`run_jobs`), one thread each.
+    ``python -m tools.bench_experiments mlp_grid`` times both.
 
     Lesson 01."""
     from itertools import product
 
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    if stacked:  # one job per norm (BatchNorm's first: it takes longest)
+        found = {}
+        jobs = [([(norm, g, lr, s) for g, lr in product(gains, lrs) for s in seeds],
+                 depth, width, steps) for norm in sorted(norms, key=lambda n: n is None)]
+        run_jobs(_stacked_mlps_job, jobs, workers, found.update)
+        return {(n, g, lr): [found[n, g, lr, s] for s in seeds]
+                for n, g, lr in product(norms, gains, lrs)}
     # BatchNorm's runs first: they take longest
     keys = sorted(product(norms, gains, lrs), key=lambda k: k[0] is None)
     jobs = [(n, g, lr, s, depth, width, steps) for n, g, lr in keys for s in seeds]
@@ -709,32 +813,40 @@ def _stacked_grid_job(job: tuple) -> list[dict]:
     kwargs = dict(kwargs)
     data = kwargs.pop("data")
     dtype = kwargs.pop("dtype", torch.float64)
+    keep = kwargs.pop("keep", ())
     if kwargs.pop("impl", "torch") != "torch":
         raise ValueError("stacked training uses torch.nn's norm layers (impl='torch')")
     trained = train_small_cnns(runs, batch_size, data=data, dtype=dtype, **kwargs)
     rows = [{"norm": n, "batch_size": batch_size, "seed": s,
-             **_evaluate_small_cnn(model, loss, batch_size, data, dtype)}
+             **_evaluate_small_cnn(model, loss, batch_size, data, dtype),
+             **({"model": model.train()} if (n, batch_size, s) in keep else {})}
             for (n, s), (model, loss) in zip(runs, trained)]
     seconds = time.perf_counter() - start
     return [{**row, "seconds": seconds} for row in rows]
 
 
 def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), seeds=(0, 1),
-                    workers: int = 1, progress: bool = True, stacked: bool = True,
-                    **kwargs) -> list[dict]:
+                    workers: int = 1, progress: bool = True, stacked: bool | str = True,
+                    keep=(), **kwargs) -> list[dict]:
     """:func:`train_and_evaluate` for every (norm, batch_size, seed), on one data split; one
     row per run with keys norm, batch_size, seed, eval, train_mode, recomputed,
     final_train_loss and seconds, in the order of the loops (norm, then batch size, then
     seed), whatever order the runs finish in. ``kwargs`` (epochs, base_lr, dtype, impl) go to
     train_and_evaluate.
 
-    ``stacked`` (the default): the runs of one batch size, every norm and seed, are trained
+    ``stacked`` (the default): the runs of one batch size and norm, every seed, are trained
     together as one stacked network (:func:`train_small_cnns`; for norms "batch" and
-    "group" with ``impl="torch"``, otherwise the runs go one by one), one job per batch size; ``seconds`` is then that job's time. The
+    "group" with ``impl="torch"``, otherwise the runs go one by one), one job per batch size
+    and norm; ``seconds`` is then that job's time (``stacked="batch_size"``: one job per
+    batch size, its norms side by side in one network, as lesson 01 ran it before). The
     numbers are bit for bit those of separate runs (``stacked=False``, one job per run;
     ``tests/test_batchsize.py`` checks it), only faster: with a model this small a step's
     time is mostly Python and dispatch overhead, paid once for all runs instead of once per
     run (``python -m tools.bench_experiments`` times both).
+
+    ``keep``: ``(norm, batch_size, seed)`` runs whose trained model (in training mode) the
+    row also holds under ``"model"``, so that a later cell need not train it again (stacked
+    only).
 
     ``workers > 1`` runs that many worker processes (started with ``spawn``, which works
     from a notebook on every OS); every job uses one thread and its own seeds, so the numbers
@@ -763,10 +875,20 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
     start = time.perf_counter()
     if stacked and (set(norms) - {"batch", "group"} or kwargs.get("impl", "torch") != "torch"):
         stacked = False  # stacking covers torch's BatchNorm and GroupNorm only
+    if keep:
+        if not stacked:
+            raise ValueError("keep needs stacked training (stacked=True)")
+        kwargs["keep"] = {tuple(k) for k in keep}
     if stacked:
-        # the longest jobs (smallest batches: most steps) first, so that none is left last
-        jobs = [([(n, s) for n, s in product(norms, seeds)], b, kwargs)
-                for b in sorted(batch_sizes)]
+        # one job per batch size and norm: a stack of one norm has no per-norm segments to
+        # split and join, and two jobs can share the smallest batch size's many steps;
+        # the longest jobs (smallest batches: most steps; GroupNorm's) first, so that none
+        # is left to run alone at the end
+        jobs = [([(n, s) for s in seeds], b, kwargs)
+                for b in sorted(batch_sizes) for n in sorted(norms, key=lambda n: n != "group")]
+        if stacked == "batch_size":  # as lesson 01 ran it before: every norm in one job
+            jobs = [([(n, s) for n, s in product(norms, seeds)], b, kwargs)
+                    for b in sorted(batch_sizes)]
         run_jobs(_stacked_grid_job, jobs, workers, lambda rows: [report(r) for r in rows])
     else:
         run_jobs(_grid_run, [(n, b, s, kwargs) for n, b, s in order], workers, report)

@@ -262,7 +262,7 @@ def test_lr_gain_grid_in_workers_equals_the_loop():
 
     kwargs = dict(norms=(None, "batch"), gains=(1.0,), lrs=(0.03, 1.0), seeds=(0, 1), depth=3,
                   width=16, steps=5)
-    got = experiments.lr_gain_grid(workers=2, **kwargs)
+    got = experiments.lr_gain_grid(workers=2, stacked=False, **kwargs)
     x, y = experiments.digits(torch.float64)
     for (norm, gain, lr), losses in got.items():
         expected = [train_classifier(experiments.deep_mlp(depth=3, width=16, gain=gain, norm=norm,
@@ -270,3 +270,50 @@ def test_lr_gain_grid_in_workers_equals_the_loop():
                     for s in (0, 1)]
         assert losses == expected
     assert set(got) == {(n, 1.0, lr) for n in (None, "batch") for lr in (0.03, 1.0)}
+
+
+def test_stacked_lr_gain_grid_equals_the_separate_runs_to_rounding():
+    """The stacked runs (batched products over the runs, one job per norm) against
+    train_classifier on each run's own model: the same losses to rounding, in 2 worker
+    processes and in this one, and the same divergence (inf) for a run that overflows."""
+    from helpers.training import train_classifier
+
+    kwargs = dict(norms=(None, "batch"), gains=(1.0, 3.0), lrs=(0.03, 0.3, 1.0), seeds=(0, 1),
+                  depth=3, width=16, steps=8)
+    x, y = experiments.digits(torch.float64)
+    for workers in (1, 2):
+        got = experiments.lr_gain_grid(workers=workers, **kwargs)
+        assert set(got) == {(n, g, lr) for n in (None, "batch") for g in (1.0, 3.0)
+                            for lr in (0.03, 0.3, 1.0)}
+        for (norm, gain, lr), losses in got.items():
+            expected = [train_classifier(experiments.deep_mlp(depth=3, width=16, gain=gain,
+                                                              norm=norm, seed=s),
+                                         x, y, lr=lr, steps=8, seed=s)["loss"] for s in (0, 1)]
+            assert losses == pytest.approx(expected, rel=1e-9, abs=1e-12), (norm, gain, lr)
+    # an infinite initial gain: a NaN loss at the first step, reported as inf, as train_classifier reports, and
+    # the run beside it in the stack is not disturbed
+    runs = [(None, float("inf"), 0.03, 0), (None, 1.0, 0.03, 1)]
+    got = experiments._stacked_mlps(runs, depth=3, width=16, steps=8)
+    expected = [train_classifier(experiments.deep_mlp(depth=3, width=16, gain=g, norm=n, seed=s),
+                                 x, y, lr=lr, steps=8, seed=s)["loss"] for n, g, lr, s in runs]
+    assert expected[0] == float("inf") and got[0] == float("inf")
+    assert got[1] == pytest.approx(expected[1], rel=1e-9)
+    with pytest.raises(ValueError, match="one norm"):
+        experiments._stacked_mlps([(None, 1.0, 0.1, 0), ("batch", 1.0, 0.1, 0)], 3, 16, 2)
+
+
+def test_grid_keeps_the_trained_model_it_is_asked_for():
+    """keep=[run]: the row holds that run's trained model, the very model train_small_cnn
+    trains on its own (so lesson 01 need not train it again), and no other row holds one."""
+    rows = experiments.batch_size_grid(batch_sizes=(32,), seeds=(0,), epochs=1, workers=1,
+                                       progress=False, keep=[("batch", 32, 0)])
+    kept = [r for r in rows if "model" in r]
+    assert [(r["norm"], r["batch_size"], r["seed"]) for r in kept] == [("batch", 32, 0)]
+    alone, _ = experiments.train_small_cnn("batch", 32, seed=0, epochs=1)  # the grid's data
+    model = kept[0]["model"]
+    assert model.training
+    for (name, a), (_, b) in zip(model.state_dict().items(), alone.state_dict().items()):
+        assert torch.equal(a, b), name
+    with pytest.raises(ValueError, match="stacked"):
+        experiments.batch_size_grid(batch_sizes=(32,), seeds=(0,), epochs=1, progress=False,
+                                    stacked=False, keep=[("batch", 32, 0)])

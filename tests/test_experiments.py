@@ -153,6 +153,12 @@ def test_bench_experiments_times_both_and_compares_the_numbers(monkeypatch, caps
     the numbers agree; exit status 1 when they do not."""
     from tools import bench_experiments as BE
 
+    import concurrent.futures
+
+    # the two worker processes a lesson starts are not what this test checks: threads stand in
+    monkeypatch.setattr(BE.experiments, "worker_pool",
+                        lambda workers=2, **_: concurrent.futures.ThreadPoolExecutor(workers))
+    monkeypatch.setattr(BE.experiments, "digits", lambda *a, **k: None)
     monkeypatch.setattr(BE, "EXPERIMENTS", {"same": lambda: (lambda: [1.0], lambda: [1.0]),
                                             "differs": lambda: (lambda: [1.0], lambda: [1.5])})
     assert BE.main(["same"]) == 0

@@ -18,7 +18,8 @@ units (the 960 × 700 slide, whatever the window's scale):
 Every slide is measured when it has settled: after the deck's math is typeset
 (``window.courseTypeset``, set by the course's MathJax configuration, then MathJax's queue),
 its pictures are decoded, its fonts loaded, and (in the first window, where growth is
-looked for) nothing in it has changed for ``QUIET_MS``. The HTML edition (``build/html``) is checked too (:func:`measure_html`): every
+looked for) nothing in it has changed for ``QUIET_MS`` (on a slide that holds math or a
+picture: nothing else changes a slide once it is shown). The HTML edition (``build/html``) is checked too (:func:`measure_html`): every
 formula in a table cell is whole (not broken across lines) and no table reaches past the
 window or is cut off.
 
@@ -100,6 +101,7 @@ async ([tol, quietMs, settleMax]) => {
     return bottom;
   };
   const CODE = new Set(['PRE', 'CODE']);
+  const LATE = '.MathJax_CHTML, .MathJax_Preview, .MathJax_Processing, script[type^="math/"], img, svg image, iframe, video';
   const cellOf = el => {
     const c = el.closest('.jp-Cell');
     return c ? (c.id || '').replace('cell-id=', '') : '';
@@ -117,7 +119,9 @@ async ([tol, quietMs, settleMax]) => {
     await mathIdle();
     await Promise.all([...s.querySelectorAll('img')].map(i => i.decode().catch(() => null)));
     await document.fonts.ready;
-    if (quietMs > 0) await quiet(s, quietMs, settleMax);
+    // only typeset math and pictures change a slide after it is shown (the fonts are awaited
+    // above): a slide with neither has nothing to wait for
+    if (quietMs > 0 && s.querySelector(LATE)) await quiet(s, quietMs, settleMax);
     s.style.removeProperty('height');
     s.style.removeProperty('overflow-y');
     s.style.removeProperty('margin-top');
@@ -286,27 +290,104 @@ def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int],
                       (result["width"], result["height"]), result["slides"])
 
 
-def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None) -> list[DeckReport]:
-    """One page per window size; every deck loaded once in it. ``log`` gets each summary.
-    Slides that grow after they are shown are looked for in the first window only (a slide's
-    growth does not depend on the window; waiting for each slide to settle takes time)."""
-    reports = []
-    for window in windows:
-        context = browser.new_context(viewport={"width": window[0], "height": window[1]},
-                                      device_scale_factor=1)
-        # the decks load everything from disk; refuse anything else
-        context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
-            ("file://", "data:", "blob:")) else r.abort())
-        page = context.new_page()
-        for lang, path in decks:
-            report = measure_page(page, lang, path, window, growth=window == windows[0])
-            reports.append(report)
+def _context(browser, window):
+    """A browser context of ``window``'s size that loads only what lies on disk."""
+    context = browser.new_context(viewport={"width": window[0], "height": window[1]},
+                                  device_scale_factor=1)
+    # the decks and pages load everything from disk; refuse anything else
+    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
+        ("file://", "data:", "blob:")) else r.abort())
+    return context
+
+
+def run_jobs(jobs: list, browser=None, workers: int = 1) -> list:
+    """Run ``jobs`` (callables taking a function ``page(window)`` that returns a page of that
+    window size, one per window, reused) and return their results in order. With
+    ``workers`` > 1 the jobs are shared by that many threads, each with its own Chromium
+    (Playwright's sync API belongs to the thread that started it), so that the browsers'
+    renderers use as many cores; ``browser`` (one already started) serves ``workers`` = 1."""
+    import queue
+    import threading
+
+    results = [None] * len(jobs)
+    todo: queue.Queue = queue.Queue()
+    for item in enumerate(jobs):
+        todo.put(item)
+    errors = []
+
+    def drain(b) -> None:
+        contexts = {}
+
+        def page(window):
+            if window not in contexts:
+                contexts[window] = _context(b, window)
+                contexts[window].new_page()
+            return contexts[window].pages[0]
+
+        try:
+            while not errors:
+                try:
+                    i, job = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results[i] = job(page)
+        finally:
+            for context in contexts.values():
+                context.close()
+
+    def thread() -> None:
+        from playwright.sync_api import sync_playwright
+
+        try:
+            with sync_playwright() as p:
+                b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+                try:
+                    drain(b)
+                finally:
+                    b.close()
+        except BaseException as error:  # noqa: BLE001 (re-raised in the caller)
+            errors.append(error)
+
+    if workers <= 1:
+        if browser is None:
+            thread()
+        else:
+            drain(browser)
+    else:
+        threads = [threading.Thread(target=thread) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None,
+            workers: int = 1) -> list[DeckReport]:
+    """Every deck loaded once per window size (one page per window, per worker). ``log``
+    gets each summary. Slides that grow after they are shown are looked for in the first
+    window only (a slide's growth does not depend on the window; waiting for each slide to
+    settle takes time). ``workers`` > 1: that many Chromiums share the decks
+    (:func:`run_jobs`; ``browser`` is then not used)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def job(lang, path, window):
+        def run(page):
+            report = measure_page(page(window), lang, path, window, growth=window == windows[0])
             if log:
-                log(report.summary())
-                for line in report.offender_lines():
-                    log(line)
-        context.close()
-    return reports
+                with lock:
+                    log(report.summary())
+                    for line in report.offender_lines():
+                        log(line)
+            return report
+        return run
+
+    return run_jobs([job(lang, path, window) for window in windows for lang, path in decks],
+                    browser, workers)
 
 
 # The HTML edition: every formula in a table cell, and every table, once the page's math is
@@ -358,31 +439,36 @@ def page_paths(langs=LANGS, lessons: list[str] | None = None,
 
 
 def measure_html(browser, pages: list[tuple[str, pathlib.Path]], window=WINDOWS[0],
-                 log=None) -> list[str]:
+                 log=None, workers: int = 1) -> list[str]:
     """Open every page of the HTML edition once (at ``window``) and return one line per
-    formula broken across lines in a table cell, and per table past the window or cut off."""
-    context = browser.new_context(viewport={"width": window[0], "height": window[1]},
-                                  device_scale_factor=1)
-    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
-        ("file://", "data:", "blob:")) else r.abort())
-    page = context.new_page()
-    lines = []
-    for lang, path in pages:
-        page.goto(path.resolve().as_uri())
-        wait_typeset(page)
-        found = page.evaluate(HTML_JS)
-        formulas = sum(p["what"] == "formula broken across lines" for p in found)
-        if log:
-            log(f"{lang} {path.stem:<36} html: {formulas} formulas broken in tables, "
-                f"{len(found) - formulas} tables past the window or cut off")
-        for p in found:
-            detail = f": {p['text']}" if "text" in p else f" by {p['px']} px"
-            line = f"  {lang} {path.stem} (html): {p['what']} in cell {p['cell']}{detail}"
-            lines.append(line)
+    formula broken across lines in a table cell, and per table past the window or cut off.
+    ``workers`` as in :func:`measure`."""
+    import threading
+
+    lock = threading.Lock()
+
+    def job(lang, path):
+        def run(page_of):
+            page = page_of(window)
+            page.goto(path.resolve().as_uri())
+            wait_typeset(page)
+            found = page.evaluate(HTML_JS)
+            formulas = sum(p["what"] == "formula broken across lines" for p in found)
+            lines = []
+            for p in found:
+                detail = f": {p['text']}" if "text" in p else f" by {p['px']} px"
+                lines.append(f"  {lang} {path.stem} (html): {p['what']} in cell {p['cell']}{detail}")
             if log:
-                log(line)
-    context.close()
-    return lines
+                with lock:
+                    log(f"{lang} {path.stem:<36} html: {formulas} formulas broken in tables, "
+                        f"{len(found) - formulas} tables past the window or cut off")
+                    for line in lines:
+                        log(line)
+            return lines
+        return run
+
+    return [line for lines in run_jobs([job(lang, path) for lang, path in pages], browser, workers)
+            for line in lines]
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -395,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", nargs="+", default=list(LANGS), choices=list(LANGS))
     parser.add_argument("--lessons", nargs="*", default=None, metavar="NN")
     parser.add_argument("--windows", nargs="+", type=_window, default=list(WINDOWS), metavar="WxH")
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                        help="Chromiums measuring side by side (default: 2, or 1 on one core)")
     parser.add_argument("--slides", type=pathlib.Path, default=BUILD / "slides",
                         help="the folder that make slides wrote (default build/slides)")
     parser.add_argument("--html", type=pathlib.Path, default=BUILD / "html",
@@ -409,14 +497,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no decks under {args.slides}: run make slides first", file=sys.stderr)
         return 2
     pages = page_paths(args.lang, args.lessons, args.html) if args.html.is_dir() else []
-    from playwright.sync_api import sync_playwright
-
     log = lambda s: print(s, flush=True)  # noqa: E731
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        html_lines = measure_html(browser, pages, log=log)
-        reports = measure(browser, decks, args.windows, log=log)
-        browser.close()
+    html_lines = measure_html(None, pages, log=log, workers=args.workers)
+    reports = measure(None, decks, args.windows, log=log, workers=args.workers)
     print(f"html: {len(html_lines)} problems on {len(pages)} pages "
           f"(formulas broken across lines in table cells, tables past the window or cut off)")
     for window in args.windows:
