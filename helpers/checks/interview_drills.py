@@ -779,7 +779,7 @@ def check_deepnorm_init(fn: Callable, *, title: str = "deepnorm_init") -> CheckR
     Each weight's standard deviation over its 4,096 or 16,384 entries is measured as a multiple
     of Xavier's :math:`\sqrt{2/(\text{fan\_in}+\text{fan\_out})}` (its sampling error is about
     1 %); a measured gain within 7 % of a gain that a right or known wrong initialisation gives
-    is read as that gain. Cases: encoder-only N = 6 and 24, decoder-only M = 12, and both sides
+    that weight is read as that gain (the nearest one). Cases: encoder-only N = 6 and 24, decoder-only M = 12, and both sides
     of an encoder-decoder model with N = 12, M = 6. Mistakes named: alpha and beta swapped,
     beta on q/k, beta not applied, the default init times beta, alpha = (8N)^(1/4), beta =
     (2N)^(-1/4), beta's exponent +1/4, the encoder-only constants in an encoder-decoder model,
@@ -825,9 +825,9 @@ def check_deepnorm_init(fn: Callable, *, title: str = "deepnorm_init") -> CheckR
     def reference(n, m, side, seed):
         return vector(None, n, m, side)
 
-    def candidates(n, m, side):
-        vs = [vector(k, n, m, side) for k in [None, *slips]]
-        return sorted({round(float(v), 12) for t in vs if t is not None for v in t[3:]})
+    def candidates(n, m, side):  # per projection: the gains a right or known wrong init gives
+        vs = [t for t in (vector(k, n, m, side) for k in [None, *slips]) if t is not None]
+        return [sorted({round(float(t[3 + i]), 12) for t in vs}) for i in range(len(_PROJECTIONS))]
 
     def learner(n, m, side, seed):
         torch.manual_seed(1000 + seed)  # inside the engine's fork: the global state is restored
@@ -839,11 +839,11 @@ def check_deepnorm_init(fn: Callable, *, title: str = "deepnorm_init") -> CheckR
         modules = dict(block.named_modules())
         gains = []
         cands = candidates(n, m, side)
-        for name in _PROJECTIONS:
+        for name, known in zip(_PROJECTIONS, cands):
             w = modules[name].weight.detach().double()
             fan_out, fan_in = w.shape
             gain = float(w.std()) / math.sqrt(2 / (fan_in + fan_out))
-            near = min(cands, key=lambda c: abs(gain / c - 1))
+            near = min(known, key=lambda c: abs(gain / c - 1))
             gains.append(near if abs(gain / near - 1) < 0.07 else gain)
         return torch.tensor([alpha, beta, float(block.alpha), *gains], dtype=torch.float64)
 
