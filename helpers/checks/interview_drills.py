@@ -727,10 +727,12 @@ _DN_TEXTS = {
         "nn.init.xavier_normal_(w, gain=beta)。"),
     "scaled_default_init": (
         "the default nn.Linear initialisation is multiplied by beta: its std is 1/sqrt(3 fan_in), "
-        "not Xavier's sqrt(2/(fan_in + fan_out)). DeepNet uses Xavier-normal with gain beta "
+        "not Xavier's sqrt(2/(fan_in + fan_out)) (labml's DeepNormTransformerLayer does this: "
+        "feed_forward.layer1.weight *= deep_norm_beta). DeepNet uses Xavier-normal with gain beta "
         "(gain 1 for q_proj and k_proj).",
         "把 nn.Linear 的默认初始化乘了 beta：它的标准差是 1/sqrt(3 fan_in)，不是 Xavier 的 "
-        "sqrt(2/(fan_in + fan_out))。DeepNet 用增益为 beta 的 Xavier 正态初始化（q_proj 和 k_proj 增益为 1）。"),
+        "sqrt(2/(fan_in + fan_out))（labml 的 DeepNormTransformerLayer 就是这样做的：feed_forward.layer1.weight "
+        "*= deep_norm_beta）。DeepNet 用增益为 beta 的 Xavier 正态初始化（q_proj 和 k_proj 增益为 1）。"),
     "alpha_8n": (
         "alpha = (8N)^(1/4): the 8 belongs to beta. For N layers alpha = (2N)^(1/4) and beta = "
         "(8N)^(-1/4) (encoder-only; decoder-only with M).",
