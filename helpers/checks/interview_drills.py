@@ -899,7 +899,7 @@ _STACK_TEXTS = {
         "(GPT-2, section 2.3: 'an additional layer normalization was added after the final "
         "self-attention block').",
         "缺少最后的归一化层：Pre-LN 中残差流在块内从不归一化，并随深度增大，所以整个堆叠在输出头之前还要再接一个 "
-        "LayerNorm（GPT-2 第 2.3 节：“在最后一个自注意力块之后增加了一个层归一化”）。"),
+        "LayerNorm（GPT-2 第 2.3 节：“在最后一个自注意力块之后增加了一个 LayerNorm”）。"),
     "final_norm_in_each_block": (
         "the final norm is applied after every block: that normalises the residual stream between "
         "blocks (a Post-LN-like stream). It is applied once, after the last block.",
