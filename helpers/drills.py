@@ -1,6 +1,6 @@
 r"""Five-minute drills: write a normalisation forward pass from a blank function, grade it.
 
-Ten drills, each graded by a checker that names the mistake it recognises:
+Sixteen drills, each graded by a checker that names the mistake it recognises:
 
 ============================  ==============================================  ======================
 drill                         signature                                       graded by
@@ -24,7 +24,19 @@ drill                         signature                                       gr
                               ``-> (folded_weight, folded_bias)``
 ``"sync_bn_merge"``           ``fn(counts, means, vars)``                     ``checks.check_sync_bn_merge``
                               ``-> (mean, var, var_unbiased)``
+``"grad_check"``              ``fn(f, x, eps) -> grad`` (central differences) ``check_grad_check``
+``"batch_norm_module"``       a class ``cls(num_features, eps, momentum)``,   ``check_batch_norm_module``
+                              an ``nn.Module`` with buffers
+``"gn_backward"``             ``fn(grad_output, x, num_groups, weight, eps)`` ``check_gn_backward``
+                              ``-> (grad_input, grad_weight, grad_bias)``
+``"deepnorm_init"``           ``fn(block, num_encoder_layers,                 ``check_deepnorm_init``
+                              num_decoder_layers, side) -> (alpha, beta)``
+``"pre_ln_stack"``            ``fn(x, layers, final_norm)``                   ``check_pre_ln_stack``
+``"switchable_norm"``         ``fn(x, mean_weights, var_weights, weight,      ``checks.check_switchable_norm``
+                              bias, eps)``                                    (lesson 14)
 ============================  ==============================================  ======================
+
+(``check_grad_check`` and the four after it live in :mod:`helpers.checks.interview_drills`.)
 
 Every drill is graded from scratch: while the function runs, torch's own normalisation
 functions (``F.batch_norm``, ``F.layer_norm``, ``F.group_norm``, ... and the modules built on
@@ -48,14 +60,19 @@ The model solutions live here, not in the notebook, so that a drill cell does no
 from __future__ import annotations
 
 import inspect
+import itertools
 from typing import Callable
 
 import torch
+import torch.nn as nn
 from torch import Tensor
 
 from .checks import (CheckResult, check_batch_norm, check_batch_norm_eval, check_bn_backward,
                      check_bn_running_stats, check_fold_bn, check_group_norm, check_layer_norm,
                      check_ln_backward, check_rms_norm, check_sync_bn_merge)
+from .checks.atlas import check_switchable_norm
+from .checks.interview_drills import (check_batch_norm_module, check_deepnorm_init,
+                                      check_gn_backward, check_grad_check, check_pre_ln_stack)
 from .checks.scratch import from_scratch
 
 __all__ = ["DRILLS", "grade", "model_solution", "solution", "show_solution",
@@ -179,6 +196,111 @@ def sync_bn_merge(counts, means, vars):
     return mean, var, var * total / (total - 1)
 
 
+def grad_check(f, x, eps):
+    """Central differences, one entry at a time, x restored after each:
+    df/dx_i ~ (f(x + eps e_i) - f(x - eps e_i)) / (2 eps), in x's dtype (float64)."""
+    grad = torch.zeros(x.shape, dtype=x.dtype)
+    for idx in itertools.product(*map(range, x.shape)):  # x itself, even if non-contiguous
+        old = x[idx].item()
+        x[idx] = old + eps
+        f_plus = f(x)
+        x[idx] = old - eps
+        f_minus = f(x)
+        x[idx] = old                                       # restore before the next entry
+        grad[idx] = (f_plus - f_minus) / (2 * eps)
+    return grad
+
+
+class BatchNorm(nn.Module):
+    """BatchNorm for (N, C, *) input, from scratch: parameters weight and bias, buffers
+    running_mean = 0, running_var = 1 and num_batches_tracked = 0 (register_buffer: in the
+    state_dict, moved by .to(), not trained)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1):
+        super().__init__()
+        self.eps, self.momentum = eps, momentum
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))    # 1, not 0
+        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+
+    def forward(self, x):
+        dims = [0] + list(range(2, x.dim()))               # per channel (dim 1)
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        if self.training:                                  # the mode, not torch.is_grad_enabled()
+            mean = x.mean(dims)
+            var = (x - mean.view(shape)).square().mean(dims)   # biased: normalises
+            m = x.numel() // x.shape[1]
+            with torch.no_grad():                          # no autograd graph in the buffers
+                self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean)
+                self.running_var.mul_(1 - self.momentum).add_(self.momentum * var * m / (m - 1))
+                self.num_batches_tracked += 1
+        else:
+            mean, var = self.running_mean, self.running_var
+        x_hat = (x - mean.view(shape)) / torch.sqrt(var.view(shape) + self.eps)
+        return x_hat * self.weight.view(shape) + self.bias.view(shape)
+
+
+def gn_backward(grad_output, x, num_groups, weight, eps):
+    """GroupNorm's backward: per sample and group of C/G contiguous channels (and positions),
+    dL/dx = r (g - mean(g) - x_hat mean(g x_hat)) with g = gamma_c dL/dy (gamma per channel)."""
+    n, c = x.shape[:2]
+    shape = [1, c] + [1] * (x.dim() - 2)
+    g = (grad_output * weight.view(shape)).reshape(n, num_groups, -1)   # gamma before grouping
+    xg = x.reshape(n, num_groups, -1)                       # (N, G, C/G * spatial)
+    mean = xg.mean(-1, keepdim=True)
+    var = (xg - mean).square().mean(-1, keepdim=True)
+    r = 1 / torch.sqrt(var + eps)
+    x_hat = (xg - mean) * r
+    grad_input = r * (g - g.mean(-1, keepdim=True) - x_hat * (g * x_hat).mean(-1, keepdim=True))
+    dims = [0] + list(range(2, x.dim()))                   # gamma and beta: per channel
+    x_hat = x_hat.reshape(x.shape)
+    return grad_input.reshape(x.shape), (grad_output * x_hat).sum(dims), grad_output.sum(dims)
+
+
+def deepnorm_init(block, num_encoder_layers, num_decoder_layers, side):
+    """DeepNet (Wang et al. 2022): Table 1's alpha and beta for this side, block.alpha = alpha,
+    and Figure 2's init: Xavier-normal, gain beta for the FFN and the value and output
+    projections, gain 1 for the query and key projections."""
+    n, m = num_encoder_layers, num_decoder_layers
+    if m == 0:                                            # encoder-only
+        alpha, beta = (2 * n) ** 0.25, (8 * n) ** -0.25
+    elif n == 0:                                          # decoder-only
+        alpha, beta = (2 * m) ** 0.25, (8 * m) ** -0.25
+    elif side == "encoder":                               # encoder-decoder: both depths
+        alpha, beta = 0.81 * (n ** 4 * m) ** (1 / 16), 0.87 * (n ** 4 * m) ** (-1 / 16)
+    else:
+        alpha, beta = (3 * m) ** 0.25, (12 * m) ** -0.25
+    block.alpha = alpha                                   # LN(alpha * x + G(x)): the shortcut
+    for name in ("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj", "ffn.fc1", "ffn.fc2"):
+        linear = block.get_submodule(name)
+        gain = 1.0 if name in ("attn.q_proj", "attn.k_proj") else beta
+        nn.init.xavier_normal_(linear.weight, gain=gain)
+        nn.init.zeros_(linear.bias)
+    return alpha, beta
+
+
+def pre_ln_stack(x, layers, final_norm):
+    """Pre-LN blocks, x <- x + Attn(LN1(x)), x <- x + FFN(LN2(x)), then the final norm once."""
+    for attn, ffn, norm1, norm2 in layers:
+        x = x + attn(norm1(x))                             # the residual stream is never normalised
+        x = x + ffn(norm2(x))
+    return final_norm(x)                                   # ... except once, before the head
+
+
+def switchable_norm(x, mean_weights, var_weights, weight, bias, eps):
+    """Switchable Normalisation (Luo et al. 2019), training mode: the statistics of IN, LN and
+    BN mixed, mu = sum_k w_k mu_k, var = sum_k w'_k var_k, then one normalisation."""
+    mean, var = 0, 0
+    for k, dims in enumerate(((2, 3), (1, 2, 3), (0, 2, 3))):   # IN, LN, BN
+        mu_k = x.mean(dims, keepdim=True)
+        mean = mean + mean_weights[k] * mu_k
+        var = var + var_weights[k] * (x - mu_k).square().mean(dims, keepdim=True)   # biased
+    shape = [1, -1, 1, 1]
+    return (x - mean) / torch.sqrt(var + eps) * weight.view(shape) + bias.view(shape)
+
+
 # --------------------------------------------------------------------------------------
 # the drills
 # --------------------------------------------------------------------------------------
@@ -193,6 +315,13 @@ DRILLS: dict[str, tuple[Callable, Callable[[Callable], CheckResult]]] = {
     "bn_running_stats": (bn_running_stats, check_bn_running_stats),
     "fold_bn": (fold_bn, check_fold_bn),
     "sync_bn_merge": (sync_bn_merge, check_sync_bn_merge),
+    "grad_check": (grad_check, check_grad_check),
+    "batch_norm_module": (BatchNorm, check_batch_norm_module),
+    "gn_backward": (gn_backward, check_gn_backward),
+    "deepnorm_init": (deepnorm_init, check_deepnorm_init),
+    "pre_ln_stack": (pre_ln_stack, check_pre_ln_stack),
+    "switchable_norm": (switchable_norm,
+                        lambda fn, title="switchable_norm": check_switchable_norm(fn)),
 }
 
 
@@ -224,8 +353,13 @@ def grade(name: str, fn: Callable) -> CheckResult:
     result displays the diagnosis (a body still ``raise NotImplementedError`` gets a short
     reminder). The function is graded from scratch: a call of torch's own normalisation
     function, BatchNorm folding or autograd inside it fails with ``used_torch_function``.
-    Lesson 12."""
+    The grading runs on one thread (the cases are tiny), restored afterwards. Lesson 12."""
     _, checker = _drill(name)
     if not callable(fn):
         raise ValueError(f"grade({name!r}, fn): fn must be a function, got {type(fn).__name__}")
-    return checker(from_scratch(fn), title=name)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the cases are tiny: more threads only contend
+    try:
+        return checker(from_scratch(fn), title=name)
+    finally:
+        torch.set_num_threads(threads)

@@ -109,6 +109,9 @@ CALLS = {
     "fold_bn": lambda fn: check_fold_bn(fn),
     "sync_bn_merge": lambda fn: check_sync_bn_merge(fn),
     "drill_guarded": lambda fn: drills.grade("bn_backward", fn),  # inside the from-scratch guard
+    **{f"drill_{name}": (lambda n: lambda fn: drills.grade(n, fn))(name)  # lesson 12, drills 11-16
+       for name in ("grad_check", "batch_norm_module", "gn_backward", "deepnorm_init",
+                    "pre_ln_stack", "switchable_norm")},
 }
 
 

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from helpers import drills
 
-NEW = ["bn_backward", "ln_backward", "bn_running_stats", "fold_bn", "sync_bn_merge"]
+NEW = ["bn_backward", "ln_backward", "bn_running_stats", "fold_bn", "sync_bn_merge", "grad_check",
+       "batch_norm_module", "gn_backward", "deepnorm_init", "pre_ln_stack", "switchable_norm"]
 
 
 def grade(name, fn):
@@ -86,7 +87,7 @@ def test_merge_solution_matches_the_full_batch():
 def test_correct_solutions_pass_and_blanks_get_a_reminder(name):
     assert grade(name, drills.model_solution(name)).passed
 
-    def blank(*args):
+    def blank(*args, **kwargs):  # (a class is built with keyword arguments)
         raise NotImplementedError
 
     result = grade(name, blank)
@@ -388,3 +389,169 @@ def test_show_solution_prints_the_reference(capsys):
     out = capsys.readouterr().out
     assert out.startswith("def bn_backward(grad_output, x, weight, eps):")
     assert "x_hat * (g * x_hat).mean(dims, keepdim=True)" in out
+
+
+# ---------------------------------------------------------------- drills 11 to 16: references
+def test_grad_check_solution_matches_hand_computed_and_autograd_gradients():
+    check = drills.model_solution("grad_check")
+    x = torch.tensor([1.0, 2.0, -0.5], dtype=torch.float64)
+    got = check(lambda t: (t ** 3).sum(), x, 1e-4)  # d/dx x^3 = 3 x^2
+    torch.testing.assert_close(got, torch.tensor([3.0, 12.0, 0.75], dtype=torch.float64),
+                               rtol=0, atol=1e-7)
+    assert torch.equal(x, torch.tensor([1.0, 2.0, -0.5], dtype=torch.float64))  # restored
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(4, 3, generator=g, dtype=torch.float64).t()  # non-contiguous
+    w = torch.randn(3, 4, generator=g, dtype=torch.float64)
+
+    def f(t):
+        return (torch.tanh(t) * w).sum() + (t ** 2).sum() ** 0.5
+
+    got = check(f, a, 1e-6)
+    at = a.clone().requires_grad_()
+    ref = torch.autograd.grad(f(at), at)[0]
+    torch.testing.assert_close(got, ref, rtol=1e-7, atol=1e-8)
+
+
+def test_batch_norm_module_solution_matches_nn_batchnorm1d_and_keeps_buffers():
+    cls = drills.model_solution("batch_norm_module")
+    ours, ref = cls(3, momentum=0.2).double(), nn.BatchNorm1d(3, momentum=0.2).double()
+    assert {n for n, _ in ours.named_parameters()} == {"weight", "bias"}
+    assert set(ours.state_dict()) == set(ref.state_dict())  # the same keys: loads into torch's
+    torch.testing.assert_close(ours.running_var, torch.ones(3, dtype=torch.float64))
+    assert ours.running_mean.dtype == torch.float64  # moved by .double(): a buffer
+    g = torch.Generator().manual_seed(4)
+    for step in range(3):
+        x = torch.randn(5, 3, 4, generator=g, dtype=torch.float64) * 2 + 1
+        torch.testing.assert_close(ours(x), ref(x))
+    torch.testing.assert_close(dict(ours.state_dict()), dict(ref.state_dict()))
+    assert int(ours.num_batches_tracked) == 3
+    ours.eval(), ref.eval()
+    x = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(ours(x), ref(x))
+    fresh = nn.BatchNorm1d(3, momentum=0.2).double().eval()
+    fresh.load_state_dict(ours.state_dict())  # strict: every key present
+    torch.testing.assert_close(fresh(x), ref(x))
+
+
+def test_gn_backward_solution_matches_autograd():
+    g = torch.Generator().manual_seed(6)
+    for shape, groups in (((2, 6, 5), 3), ((3, 4, 2, 2), 2), ((4, 6), 1)):
+        x = torch.randn(*shape, generator=g, dtype=torch.float64).requires_grad_()
+        w = (torch.rand(shape[1], generator=g, dtype=torch.float64) + 0.5).requires_grad_()
+        b = torch.randn(shape[1], generator=g, dtype=torch.float64).requires_grad_()
+        dy = torch.randn(*shape, generator=g, dtype=torch.float64)
+        expected = torch.autograd.grad(F.group_norm(x, groups, w, b, 1e-5), (x, w, b), dy)
+        ours = drills.model_solution("gn_backward")(dy, x.detach(), groups, w.detach(), 1e-5)
+        for a, e in zip(ours, expected):
+            torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("n, m, side, alpha, beta", [
+    (6, 0, "encoder", 1.861, 0.380),    # FACTS.md: encoder-only N = 6
+    (12, 0, "encoder", 2.2134, 0.3195),  # encoder-only N = 12: 24^(1/4), 96^(-1/4)
+    (0, 12, "decoder", 2.2134, 0.3195),  # decoder-only: the same formula in M
+    # encoder-decoder (Table 1): 0.81 (N^4 M)^(1/16), 0.87 (N^4 M)^(-1/16); (3M)^(1/4), (12M)^(-1/4)
+    (6, 6, "encoder", 0.81 * 7776 ** (1 / 16), 0.87 * 7776 ** (-1 / 16)),
+    (6, 6, "decoder", 18 ** 0.25, 72 ** -0.25),
+])
+def test_deepnorm_solution_has_the_papers_constants_and_gains(n, m, side, alpha, beta):
+    from helpers.transformer import Block
+    torch.manual_seed(0)
+    block = Block(128, 4, 512, norm_position="deepnorm")
+    a, b = drills.model_solution("deepnorm_init")(block, n, m, side)
+    assert a == pytest.approx(alpha, abs=5e-4) and b == pytest.approx(beta, abs=5e-4)
+    assert block.alpha == a
+    for name, gain in (("attn.q_proj", 1.0), ("attn.k_proj", 1.0), ("attn.v_proj", b),
+                       ("attn.out_proj", b), ("ffn.fc1", b), ("ffn.fc2", b)):
+        w = block.get_submodule(name).weight.detach()
+        xavier = (2 / sum(w.shape)) ** 0.5
+        assert float(w.std()) == pytest.approx(gain * xavier, rel=0.03), name
+
+
+def test_pre_ln_stack_solution_matches_the_course_transformer():
+    from helpers.transformer import TinyTransformer
+    torch.manual_seed(0)
+    model = TinyTransformer(11, d_model=16, n_heads=2, num_layers=3, norm_position="pre").double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    idx = torch.randint(0, 11, (2, 7))
+    emb = model.tok_emb(idx) + model.pos_emb(torch.arange(7))
+    layers = [(b.attn, b.ffn, b.norm1, b.norm2) for b in model.blocks]
+    with torch.no_grad():
+        torch.testing.assert_close(drills.model_solution("pre_ln_stack")(emb, layers, model.final_norm),
+                                   model.features(idx))
+
+
+def test_switchable_norm_solution_reduces_to_bn_ln_in_with_one_hot_weights():
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(4, 3, 5, 6, generator=g, dtype=torch.float64) * 2 + 1
+    w = torch.rand(3, generator=g, dtype=torch.float64) + 0.5
+    b = torch.randn(3, generator=g, dtype=torch.float64)
+    sn = drills.model_solution("switchable_norm")
+    one = torch.eye(3, dtype=torch.float64)
+    torch.testing.assert_close(sn(x, one[0], one[0], w, b, 1e-5), F.instance_norm(x, weight=w, bias=b))
+    torch.testing.assert_close(sn(x, one[2], one[2], w, b, 1e-5), F.batch_norm(x, None, None, w, b, True))
+    ln = F.layer_norm(x, x.shape[1:], eps=1e-5) * w.view(1, -1, 1, 1) + b.view(1, -1, 1, 1)
+    torch.testing.assert_close(sn(x, one[1], one[1], w, b, 1e-5), ln)
+
+
+# ---------------------------------------------------------------- drills 11 to 16: diagnoses
+def test_a_blank_batch_norm_class_gets_a_reminder():
+    class MyBatchNorm(nn.Module):
+        def __init__(self, num_features, eps=1e-5, momentum=0.1):
+            super().__init__()
+            raise NotImplementedError
+
+    r = grade("batch_norm_module", MyBatchNorm)
+    assert not r.passed and r.mistake == "not_implemented" and "not written yet" in r.message
+
+
+def test_batch_norm_module_calling_f_batch_norm_in_forward_is_refused():
+    class Wrapped(nn.BatchNorm1d):
+        pass  # nn.BatchNorm1d's own forward calls F.batch_norm
+
+    r = grade("batch_norm_module", Wrapped)
+    assert not r.passed and r.mistake == "used_torch_function", r.message
+
+
+def test_plain_attribute_buffers_are_named_with_the_state_dict():
+    base = drills.model_solution("batch_norm_module")
+
+    class Plain(base):
+        def __init__(self, num_features, eps=1e-5, momentum=0.1):
+            super().__init__(num_features, eps, momentum)
+            del self._buffers["running_mean"]
+            self.running_mean = torch.zeros(num_features)
+
+    r = grade("batch_norm_module", Plain)
+    assert not r.passed and r.mistake == "not_registered_buffers"
+    assert "state_dict" in r.message and "register_buffer" in r.message
+
+
+def test_grad_check_that_leaves_x_changed_is_named():
+    def shifted(f, x, eps):
+        grad = torch.zeros_like(x)
+        for i in range(x.numel()):
+            x.view(-1)[i] += eps
+            fp = f(x)
+            x.view(-1)[i] -= 2 * eps
+            grad.view(-1)[i] = (fp - f(x)) / (2 * eps)
+        return grad
+
+    r = grade("grad_check", shifted)
+    assert not r.passed and r.mistake in ("x_not_restored",), r.message
+
+
+def test_deepnorm_with_beta_on_every_projection_is_named():
+    def everywhere(block, n, m, side):
+        k = n or m
+        alpha, beta = (2 * k) ** 0.25, (8 * k) ** -0.25
+        block.alpha = alpha
+        for module in block.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_normal_(module.weight, gain=beta)
+        return alpha, beta
+
+    r = grade("deepnorm_init", everywhere)
+    assert not r.passed and r.mistake == "beta_on_qk", r.message

@@ -35,6 +35,10 @@ checker                         module                                lesson
 :func:`check_layer_norm_backward_kernel`  :mod:`helpers.checks.kernels`  13
 ==============================  ====================================  ==========================
 
+Lesson 12's drills 11 to 15 (a gradient check, a BatchNorm module, GroupNorm's backward, DeepNorm's
+initialisation, a Pre-LN stack) are graded by the checkers of :mod:`helpers.checks.interview_drills`,
+which :mod:`helpers.drills` imports directly; drill 16 by :func:`check_switchable_norm`.
+
 When no known mistake matches, a result shows the smallest failing case (its inputs, a few
 expected and returned values, where they differ most) in both languages; an exception's text
 is quoted as torch or Python wrote it. The bank of wrong and right learner solutions in

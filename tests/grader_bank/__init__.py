@@ -68,4 +68,6 @@ def all_solutions() -> list[Sol]:
         sols.extend(mod.SOLUTIONS)
     from . import atlas  # lesson 14
     sols.extend(atlas.SOLUTIONS)
+    from . import interview_drills  # lesson 12, drills 11 to 16
+    sols.extend(interview_drills.SOLUTIONS)
     return sols
