@@ -252,21 +252,21 @@ def _inclusion(pool, n, seeds, **kwargs):
 
 
 def test_draw_probabilities_match_hand_computed_values():
-    # three topics, frequencies 0, 1, 2: weights 1, 4, 9 (sum 14)
+    # three topics, frequencies 0, 2, 4: weights 1, 2, 4 (sum 7)
     pool = [M.Question(str(i).zfill(2), f"t{i}", f"t{i}", f"q{i}?", "a.", "问？", "答。", f"c{i}", f)
-            for i, f in enumerate((0, 1, 2))]
-    assert [M.draw_weight(q.frequency) for q in pool] == [1, 4, 9]
+            for i, f in enumerate((0, 2, 4))]
+    assert [M.draw_weight(q.frequency) for q in pool] == [1, 2, 4]
+    assert M.draw_weight(13) == pytest.approx(90.51, abs=0.01)
     one = _inclusion(pool, 1, 20000)
     two = _inclusion(pool, 2, 20000)
-    # P(q2 in a draw of 2) = 9/14 + (1/14)(9/13) + (4/14)(9/10)
-    exact_two = 9 / 14 + (1 / 14) * (9 / 13) + (4 / 14) * (9 / 10)
     sd = (0.25 / 20000) ** 0.5
-    assert one[pool[2]] == pytest.approx(9 / 14, abs=5 * sd)
-    assert one[pool[0]] == pytest.approx(1 / 14, abs=5 * sd)
-    assert two[pool[2]] == pytest.approx(exact_two, abs=5 * sd)
-    # the same topic damped: q0 and q1 in one topic, after q1 is drawn q0 weighs 1 * 0.25
+    assert one[pool[2]] == pytest.approx(4 / 7, abs=5 * sd)
+    assert one[pool[0]] == pytest.approx(1 / 7, abs=5 * sd)
+    # P(q2 in a draw of 2) = 4/7 + (1/7)(4/6) + (2/7)(4/5)
+    assert two[pool[2]] == pytest.approx(4 / 7 + (1 / 7) * (4 / 6) + (2 / 7) * (4 / 5), abs=5 * sd)
+    # q0 and q1 in one topic: after q1 is drawn, q0 weighs 1 * 0.25
     same = [pool[0], M.dataclasses.replace(pool[1], topic_en="t0"), pool[2]]
-    exact = 1 / 14 + (4 / 14) * (0.25 / (0.25 + 9)) + (9 / 14) * (1 / 5)
+    exact = 1 / 7 + (2 / 7) * (0.25 / (0.25 + 4)) + (4 / 7) * (1 / 3)
     assert _inclusion(same, 2, 20000)[same[0]] == pytest.approx(exact, abs=5 * sd)
 
 
