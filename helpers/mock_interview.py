@@ -67,7 +67,7 @@ from typing import Callable, Iterable, Sequence
 
 __all__ = ["Question", "Rubric", "parse_rubric", "load_questions", "load_survey",
            "with_frequencies", "survey_sources", "rubric_problems", "near_duplicates", "similarity", "draw_weight",
-           "select", "most_asked", "markdown_to_html", "MockInterview"]
+           "select", "most_asked", "qualify_references", "markdown_to_html", "MockInterview"]
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -275,6 +275,41 @@ def load_questions(notebooks: Sequence[pathlib.Path] | None = None,
                 raise ValueError(f"{path.name}, {fe.split('.')[0] if fe.startswith('Question') else fe[:40]}"
                                  f" (cell {cid}): {error}") from None
     return with_frequencies(questions, survey)
+
+
+# ------------------------------------------------------------------ section references
+
+_NUM = r"\d+(?:\.\d+)*(?:\s*\([a-z]\))?"
+_EN_REF = re.compile(rf"\b(?P<word>[Ss]ections?)\s+(?P<nums>{_NUM}"
+                     rf"(?:(?:\s*,\s*|\s+and\s+|\s+to\s+|\s*[-–]\s*){_NUM})*)")
+_ZH_REF = re.compile(rf"第\s*{_NUM}(?:\s*(?:到|至|-|–)\s*{_NUM})?\s*节")
+_NAMED_EN = re.compile(r"(?:[Ll]essons?\s+\d+|\d{4}[a-z]?|et al\.)\s*,\s*$")
+_NAMED_ZH = re.compile(r"(?:第\s*\d+\s*课|\d{4}[a-z]?\s*[，,]|\d+\s*节\s*(?:和|、|及|与))\s*$")
+
+
+def qualify_references(text: str, lesson: str, language: str) -> str:
+    """Name the lesson in the bare section references of an answer of ``lesson`` (for a
+    question shown outside its lesson: lesson 12's list, the widget, the flashcards).
+
+    >>> qualify_references("(section 4; Ba 2016, section 3.1; lesson 01, section 2)", "02", "en")
+    '(lesson 02, §4; Ba 2016, section 3.1; lesson 01, section 2)'
+    >>> qualify_references("（第 7 节和第 8 节；第 01 课第 2 节）", "03", "zh")
+    '（第 03 课第 7 节和第 8 节；第 01 课第 2 节）'
+    """
+    if language == "en":
+        def en(m):
+            if _NAMED_EN.search(text[:m.start()]):
+                return m[0]
+            lesson_word = "Lesson" if m["word"][0] == "S" else "lesson"
+            marks = "§§" if m["word"].lower() == "sections" else "§"
+            return f"{lesson_word} {lesson}, {marks}{m['nums']}"
+        return _EN_REF.sub(en, text)
+
+    def zh(m):
+        if _NAMED_ZH.search(text[:m.start()]):
+            return m[0]
+        return f"第 {lesson} 课{m[0]}"
+    return _ZH_REF.sub(zh, text)
 
 
 # ------------------------------------------------------------------------- the survey
@@ -554,14 +589,16 @@ def _details(summary: str, body: str) -> str:
     return f"<details><summary>{summary}</summary>\n\n{body.strip()}\n\n</details>"
 
 
-def _rubric_markdown(q: Question, lang: str) -> str:
+def _rubric_markdown(q: Question, lang: str, qualify: bool = False) -> str:
+    """The answer and the rubric in markdown; ``qualify``: section references name the
+    question's lesson (:func:`qualify_references`), for a question shown outside it."""
+    fix = (lambda t: qualify_references(t, q.lesson, lang)) if qualify else (lambda t: t)
     key, flag = MARKERS[lang]
-    answer = getattr(q, f"answer_{lang}")
-    parts = [answer]
+    parts = [fix(getattr(q, f"answer_{lang}"))]
     points, flags = getattr(q, f"key_points_{lang}"), getattr(q, f"red_flags_{lang}")
     if points:
-        parts.append(key + "\n" + "\n".join(f"- {p}" for p in points))
-        parts.append(flag + "\n" + "\n".join(f"- {p}" for p in flags))
+        parts.append(key + "\n" + "\n".join(f"- {fix(p)}" for p in points))
+        parts.append(flag + "\n" + "\n".join(f"- {fix(p)}" for p in flags))
     return "\n\n".join(parts)
 
 
@@ -585,7 +622,8 @@ class MostAsked(list):
         out = []
         for i, q in enumerate(self, 1):
             where, asked = self._line(i, q)
-            body = (_rubric_markdown(q, "en") + "\n\n---\n\n" + _rubric_markdown(q, "zh"))
+            body = (_rubric_markdown(q, "en", qualify=True) + "\n\n---\n\n"
+                    + _rubric_markdown(q, "zh", qualify=True))
             out.append(f"**{i}. {q.front_en}**<br>{q.front_zh}<br>\n<small>{where}; {asked}</small>"
                        f"\n\n{_details('Answer and rubric / 答案与评分要点', body)}")
         return "\n\n".join(out)
@@ -901,11 +939,18 @@ class InterviewWidget:
         return max(0.0, m.seconds_per_question - (m.clock() - m._started))
 
     def _show_time(self) -> None:
+        m = self.mock
+        style = "font-size:1.4em;font-family:monospace"
+        if m._current is not None and m._revealed is not None:
+            spent = int(m._revealed - m._started)
+            self.countdown.value = (f"<span style='{style}'>{spent // 60}:{spent % 60:02d}</span>"
+                                    " answered in / 作答用时")
+            return
         left = self.remaining()
         whole = int(left + 0.999)
         colour = "#b00020" if left <= 10 else "#222"
-        self.countdown.value = (f"<span style='font-size:1.6em;font-family:monospace;"
-                                f"color:{colour}'>⏱ {whole // 60}:{whole % 60:02d}</span>")
+        self.countdown.value = (f"<span style='{style};color:{colour}'>{whole // 60}:{whole % 60:02d}"
+                                "</span> left / 剩余")
         self.bar.value = left
 
     def on_tick(self) -> bool:
@@ -977,15 +1022,18 @@ class InterviewWidget:
         self._generation += 1
         self._show_time()
         langs = m._langs()
+        fix = qualify_references
         self.answer.value = "".join(
-            f"<div style='margin-top:0.5em'>{markdown_to_html(getattr(q, f'answer_{lang}'))}</div>"
+            f"<div style='margin-top:0.5em'>"
+            f"{markdown_to_html(fix(getattr(q, f'answer_{lang}'), q.lesson, lang))}</div>"
             for lang in langs)
         if q.has_rubric:
-            labels = ["<br>".join(_inline_html(getattr(q, f"key_points_{lang}")[i])
+            labels = ["<br>".join(_inline_html(fix(getattr(q, f"key_points_{lang}")[i], q.lesson, lang))
                                   for lang in langs) for i in range(q.points)]
             title = " / ".join(MARKERS[lang][0].strip("*") for lang in langs)
             flags = "".join(f"<b>{MARKERS[lang][1].strip('*')}</b>"
-                            + markdown_to_html("\n".join(f"- {f}" for f in getattr(q, f'red_flags_{lang}')))
+                            + markdown_to_html("\n".join(f"- {fix(f, q.lesson, lang)}"
+                                                         for f in getattr(q, f'red_flags_{lang}')))
                             for lang in langs)
         else:
             labels = ["I said the essentials / 我说出了要点"]
@@ -1018,6 +1066,8 @@ class InterviewWidget:
         self.question.value = self.answer.value = self.flags.value = ""
         self.checks.children = ()
         self.countdown.value, self.bar.value = "", 0
+        for part in (self.bar, self.reveal_button, self.next_button):
+            part.layout.display = "none"
         self.report.value = self.report_html()
 
     def report_html(self) -> str:

@@ -236,6 +236,8 @@ def test_most_asked_ranks_by_frequency(tmp_path):
     before, folded = md.split("<details>", 1)
     assert "Why does LayerNorm not depend on the batch?" in before
     assert "**Key points**" in folded.split("</details>")[0] and "**危险信号**" in folded
+    # shown in lesson 12, the references name the question's own lesson
+    assert "(lesson 02, §3 prints a difference of 0)" in folded and "（第 02 课第 3 节打印的差为 0）" in folded
     assert repr(ranked).splitlines()[0].startswith(" 1. [4/4] Why does LayerNorm not depend")
     none = M.most_asked(2, questions=pool, survey=None)
     assert list(none) == [] and "No survey" in repr(none) and "No survey" in none._repr_markdown_()
@@ -351,6 +353,8 @@ REVIEWED_DISTINCT = {
     frozenset({"06:65d52875", "12:2ea36424"}),  # do today's LLMs use DeepNorm / why Pre-LN + RMSNorm
     frozenset({"04:8a1f4979", "04:f438b9f5"}),  # when is RMSNorm equal to LayerNorm / always faster
     frozenset({"02:294cba8e", "04:995a601d"}),  # LayerNorm's input gradient / RMSNorm's, and how it differs
+    frozenset({"10:c4adfbf7", "12:85d54075"}),  # does weight decay regularise a weight before BN /
+    #                                             what such a weight shares with a WeightNorm weight
 }
 
 
@@ -481,12 +485,13 @@ def test_widget_counts_down_reveals_at_zero_and_reports(tmp_path):
     w.start_button.click()
     assert "Why does LayerNorm not depend on the batch?" in w.question.value
     assert "为什么 LayerNorm 不依赖批？" in w.question.value and w.answer.value == ""
-    assert "1:00" in w.countdown.value and w.bar.value == 60
+    assert "1:00</span> left / 剩余" in w.countdown.value and w.bar.value == 60
     clock.t += 18.5
-    assert w.on_tick() and "0:42" in w.countdown.value and w.answer.value == ""
-    clock.t += 41.5  # time is up: the next tick reveals
+    assert w.on_tick() and "0:42</span> left" in w.countdown.value and w.answer.value == ""
+    assert w.bar.value == 41.5
+    clock.t += 41.5  # time is up: the next tick reveals, and the clock shows the time taken
     assert not w.on_tick()
-    assert "0:00" in w.countdown.value
+    assert "1:00</span> answered in / 作答用时" in w.countdown.value
     assert "normalises each token over its $d$ features" in w.answer.value
     assert w.reveal_button.disabled and not w.next_button.disabled
     labels = [row.children[1].value for row in w.checks.children[1:]]
@@ -509,6 +514,7 @@ def test_widget_counts_down_reveals_at_zero_and_reports(tmp_path):
     assert "<td>0/1</td><td>10 s</td><td>0 s</td>" in report
     assert "Revise / 复习" in report and "no running statistics" in report
     assert w.next_button.disabled and w.reveal_button.disabled
+    assert w.bar.layout.display == w.next_button.layout.display == "none"
 
 
 def test_widget_countdown_runs_on_a_thread():

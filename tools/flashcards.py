@@ -56,7 +56,8 @@ import pathlib
 import re
 from dataclasses import dataclass
 
-from helpers.mock_interview import QUESTION_CELL, QUESTION_NUMBER, SURVEY, load_survey, survey_sources
+from helpers.mock_interview import (QUESTION_CELL, QUESTION_NUMBER, SURVEY, load_survey,
+                                    qualify_references, survey_sources)
 
 from .course import BUILD, lessons
 
@@ -75,12 +76,7 @@ _LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__(?!\w)", re.S)
 _ITALIC = re.compile(r"(?<!\*)\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?!\*)"
                      r"|(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])")
-_NUM = r"\d+(?:\.\d+)*(?:\s*\([a-z]\))?"
-_EN_REF = re.compile(rf"\b(?P<word>[Ss]ections?)\s+(?P<nums>{_NUM}"
-                     rf"(?:(?:\s*,\s*|\s+and\s+|\s+to\s+|\s*[-–]\s*){_NUM})*)")
-_ZH_REF = re.compile(rf"第\s*{_NUM}(?:\s*(?:到|至|-|–)\s*{_NUM})?\s*节")
-_NAMED_EN = re.compile(r"(?:[Ll]essons?\s+\d+|\d{4}[a-z]?|et al\.)\s*,\s*$")
-_NAMED_ZH = re.compile(r"(?:第\s*\d+\s*课|\d{4}[a-z]?\s*[，,]|\d+\s*节\s*(?:和|、|及|与))\s*$")
+
 
 
 @dataclass(frozen=True)
@@ -157,30 +153,6 @@ def strip_number(front: str) -> str:
     ('Why not?', '为什么？')
     """
     return " ".join(QUESTION_NUMBER.sub("", front).split())
-
-
-def qualify_references(text: str, lesson: str, language: str) -> str:
-    """Name the lesson in the bare section references of an answer of ``lesson``.
-
-    >>> qualify_references("(section 4; Ba 2016, section 3.1; lesson 01, section 2)", "02", "en")
-    '(lesson 02, §4; Ba 2016, section 3.1; lesson 01, section 2)'
-    >>> qualify_references("（第 7 节和第 8 节；第 01 课第 2 节）", "03", "zh")
-    '（第 03 课第 7 节和第 8 节；第 01 课第 2 节）'
-    """
-    if language == "en":
-        def en(m):
-            if _NAMED_EN.search(text[:m.start()]):
-                return m[0]
-            lesson_word = "Lesson" if m["word"][0] == "S" else "lesson"
-            marks = "§§" if m["word"].lower() == "sections" else "§"
-            return f"{lesson_word} {lesson}, {marks}{m['nums']}"
-        return _EN_REF.sub(en, text)
-
-    def zh(m):
-        if _NAMED_ZH.search(text[:m.start()]):
-            return m[0]
-        return f"第 {lesson} 课{m[0]}"
-    return _ZH_REF.sub(zh, text)
 
 
 def notes(cards: list[Card], survey=SURVEY) -> list[Note]:
