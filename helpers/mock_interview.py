@@ -507,7 +507,7 @@ def markdown_to_html(text: str) -> str:
     r"""The markdown subset of the question cells as HTML for ``ipywidgets.HTMLMath``: math
     (``$...$``, ``$$...$$``) kept as written (HTML-escaped) for the front end's MathJax,
     inline code, ``**bold**``, ``*italic*``, ``[links](https://...)``, ``- `` bullet lists and
-    paragraphs.
+    paragraphs (a single line break is a space, as in markdown).
 
     >>> markdown_to_html("**Why** $a<b$?\n\n- `x` one\n- *two*")
     '<p><b>Why</b> $a&lt;b$?</p>\n<ul><li><code>x</code> one</li><li><i>two</i></li></ul>'
@@ -537,7 +537,7 @@ def markdown_to_html(text: str) -> str:
                     items[-1] += " " + line.strip()
             blocks.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
         else:
-            blocks.append("<p>" + "<br>".join(lines) + "</p>")
+            blocks.append("<p>" + " ".join(line.strip() for line in lines) + "</p>")
     out = "\n".join(blocks)
     while "\x00" in out:
         out = re.sub(r"\x00(\d+)\x00", lambda m: kept[int(m[1])], out)
