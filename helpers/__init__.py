@@ -15,8 +15,9 @@ lives in ``tools/``). Each module, with the lessons that use it:
   wrong and right solutions. Lessons 00 to 08, 12, 13.
 - :mod:`helpers.drills`: the drills (forward and backward passes, running statistics,
   folding, the SyncBN merge), graded from scratch, and their model solutions. Lesson 12.
-- :mod:`helpers.mock_interview`: a seeded, timed mock interview over every lesson's questions.
-  Lesson 12.
+- :mod:`helpers.mock_interview`: every lesson's questions with their rubrics, weighted by how often
+  public interview collections ask them; a mock interview with a countdown widget, and the list
+  of the most asked. Lesson 12.
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
   Every lesson (style); lessons 00 to 04.

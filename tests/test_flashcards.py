@@ -2,6 +2,7 @@
 Anki's text importer reads them (header lines first, then rows)."""
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -16,8 +17,9 @@ ANKI_SEPARATORS = {"comma": ",", "semicolon": ";", "tab": "\t", "space": " ", "p
 
 
 def _notebook(folder, cells, name="07_demo.ipynb"):
-    nb = {"cells": [{"cell_type": t, "metadata": {"tags": tags}, "source": src}
-                    for t, tags, src in cells],
+    nb = {"cells": [{"cell_type": t, "id": f"c{name[:2]}{i:03d}", "metadata": {"tags": tags},
+                     "source": src}
+                    for i, (t, tags, src) in enumerate(cells)],
           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
@@ -87,6 +89,8 @@ LESSON_12 = [
 
 def test_cards_from_notebook_written_by_hand(tmp_path):
     cards = flashcards.cards_from_notebook(_notebook(tmp_path, LESSON_01[:3], "01_a.ipynb"))
+    assert [c.cell_id for c in cards] == ["c01001", "c01002"]
+    cards = [dataclasses.replace(c, cell_id="") for c in cards]
     assert cards == [
         flashcards.Card("01", "en", "Question 1. Is $a < b$ for the *next* layer?",
                         "Yes: `a_b` is $1$ and\n$$b = 2.$$ See section 4 and "
@@ -103,27 +107,29 @@ def test_csv_as_anki_reads_it(tmp_path):
     assert len(cards) == 8
     written = {}
     for lang in ("en", "zh"):
-        written[lang] = flashcards.write_csv(cards, lang, tmp_path / f"{lang}.csv")
+        written[lang] = flashcards.write_csv(cards, lang, tmp_path / f"{lang}.csv", survey=None)
         first = (tmp_path / f"{lang}.csv").read_text(encoding="utf-8").splitlines()[:4]
         assert first == ["#separator:Comma", "#html:true", "#guid column:1", "#tags column:4"]
     assert written == {"en": 3, "zh": 3}  # lesson 12's question 1 repeats lesson 01's
+    # (without a survey: course order, every note tagged asked::00)
 
     settings, en = read_like_anki(tmp_path / "en.csv")
     assert settings["html"] == "true"
     link = '<a href="https://x.org/p?a=1&amp;b=2">the paper</a>'
     assert en == [
         {"guid": _guid("01", "Is $a < b$ for the *next* layer?", "en"),
-         "tags": ["normalization-course::01"], "columns": 4,
+         "tags": ["normalization-course::01", "normalization-course::asked::00"], "columns": 4,
          "fields": ["Is \\(a &lt; b\\) for the <i>next</i> layer?",
                     "Yes: <code>a_b</code> is \\(1\\) and<br>\\[b = 2.\\] See lesson 01, §4 and "
                     + link + "."]},
         {"guid": _guid("01", "Why _batch_ statistics?", "en"),
-         "tags": ["normalization-course::01", "normalization-course::12"], "columns": 4,
+         "tags": ["normalization-course::01", "normalization-course::12",
+                  "normalization-course::asked::00"], "columns": 4,
          "fields": ["Why <i>batch</i> statistics?",
                     "Because (lesson 01, §§7 and 8; Ba et al. 2016, section 3.1; "
                     "lesson 05, section 2)."]},
         {"guid": _guid("12", "What does **eps** do?", "en"),
-         "tags": ["normalization-course::12"], "columns": 4,
+         "tags": ["normalization-course::12", "normalization-course::asked::00"], "columns": 4,
          "fields": ["What does <b>eps</b> do?",
                     "It keeps \\(\\sigma^2 + \\epsilon &gt; 0\\) (lesson 01, section 2)."]},
     ]
@@ -139,6 +145,36 @@ def test_csv_as_anki_reads_it(tmp_path):
         ["<b>eps</b> 起什么作用？",
          "它使 \\(\\sigma^2 + \\epsilon &gt; 0\\)（第 01 课第 2 节）。"],
     ]
+
+
+def test_most_asked_first_and_tagged_with_the_frequency(tmp_path):
+    """With a survey, the rows come most asked first (ties in course order), each tagged
+    with the number of collections asking it; the frequency is that of the English cell."""
+    nbs = [_notebook(tmp_path / "nb", LESSON_01, "01_a.ipynb"),
+           _notebook(tmp_path / "nb", LESSON_12, "12_interview.ipynb")]
+    cards = flashcards.collect(nbs)
+    en = [c for c in cards if c.language == "en"]
+    survey = {"sources": {s: {} for s in ("a", "b", "c")},
+              "asked": {"eps": {"question": "?", "sources": ["a", "b"]},
+                        "batch": {"question": "?", "sources": ["b", "c"]},
+                        "tiny": {"question": "?", "sources": ["c"]}},
+              "questions": {f"12:{en[3].cell_id}": {"asked": ["eps", "batch"]},  # 3 sources
+                            f"01:{en[1].cell_id}": {"asked": ["tiny"]}}}      # 1 source
+    rows = [n for n in flashcards.notes(cards, survey) if n.language == "en"]
+    assert [(n.front, n.frequency) for n in rows] == [
+        ("What does **eps** do?", 3), ("Why _batch_ statistics?", 1),
+        ("Is $a < b$ for the *next* layer?", 0)]
+    assert rows[0].tags == "normalization-course::12 normalization-course::asked::03"
+    zh = [n for n in flashcards.notes(cards, survey) if n.language == "zh"]
+    assert [n.guid[:-3] for n in zh] == [n.guid[:-3] for n in rows]
+    path = tmp_path / "en.csv"
+    flashcards.write_csv(cards, "en", path, survey=survey)
+    _, read = read_like_anki(path)
+    assert [n["tags"][-1] for n in read] == ["normalization-course::asked::03",
+                                             "normalization-course::asked::01",
+                                             "normalization-course::asked::00"]
+    assert "<b>Key points</b><br>• one<br>• two" in flashcards.to_anki_html(
+        "A.\n\n**Key points**\n- one\n- two")
 
 
 def test_ids_survive_renumbering_and_follow_the_question(tmp_path):

@@ -32,9 +32,17 @@ current deck.
   "lesson NN, §4" ("sections 7 and 8": "lesson NN, §§7 and 8") and "第 4 节" becomes
   "第 NN 课第 4 节"; references that already name a lesson ("lesson 01, section 2") or a paper
   ("Wu & He 2018, section 3.1") stay as they are.
+* **Most asked first.** The rows are ordered by how many surveyed public interview
+  collections ask the question (``docs/interview_survey.json``,
+  :func:`helpers.mock_interview.survey_sources`), most asked first (ties: course order), so
+  that Anki, which shows new cards in import order, starts with them; each note is tagged
+  ``normalization-course::asked::NN`` with that number (two digits; ``00`` without a
+  survey). Anki's browser can then search ``tag:normalization-course::asked::1*``.
+* **The mock interview's pool.** The cards are the questions of
+  :func:`helpers.mock_interview.load_questions`, merged the same way (a test checks it).
 * **HTML fields.** ``**bold**`` becomes ``<b>``, ``*italic*`` and ``_italic_`` ``<i>``, inline
   code ``<code>``, ``[text](https://...)`` a link (other links just their text), line breaks
-  ``<br>``; math is left as written inside Anki's MathJax delimiters: ``$...$`` as ``\(...\)``
+  ``<br>``, a ``- `` bullet ``•``; math is left as written inside Anki's MathJax delimiters: ``$...$`` as ``\(...\)``
   and ``$$...$$`` as ``\[...\]``.
 """
 
@@ -48,7 +56,8 @@ import pathlib
 import re
 from dataclasses import dataclass
 
-from helpers.mock_interview import QUESTION_CELL, QUESTION_NUMBER
+from helpers.mock_interview import (QUESTION_CELL, QUESTION_NUMBER, SURVEY, load_survey,
+                                    qualify_references, survey_sources)
 
 from .course import BUILD, lessons
 
@@ -67,38 +76,37 @@ _LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__(?!\w)", re.S)
 _ITALIC = re.compile(r"(?<!\*)\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?!\*)"
                      r"|(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])")
-_NUM = r"\d+(?:\.\d+)*(?:\s*\([a-z]\))?"
-_EN_REF = re.compile(rf"\b(?P<word>[Ss]ections?)\s+(?P<nums>{_NUM}"
-                     rf"(?:(?:\s*,\s*|\s+and\s+|\s+to\s+|\s*[-–]\s*){_NUM})*)")
-_ZH_REF = re.compile(rf"第\s*{_NUM}(?:\s*(?:到|至|-|–)\s*{_NUM})?\s*节")
-_NAMED_EN = re.compile(r"(?:[Ll]essons?\s+\d+|\d{4}[a-z]?|et al\.)\s*,\s*$")
-_NAMED_ZH = re.compile(r"(?:第\s*\d+\s*课|\d{4}[a-z]?\s*[，,]|\d+\s*节\s*(?:和|、|及|与))\s*$")
+
 
 
 @dataclass(frozen=True)
 class Card:
     """One question cell: ``lesson`` (e.g. ``"01"``), ``language`` (``"en"`` or ``"zh"``),
-    ``front`` and ``back`` in the notebook's markdown."""
+    ``front`` and ``back`` in the notebook's markdown, and the cell's ``cell_id``."""
     lesson: str
     language: str
     front: str
     back: str
+    cell_id: str = ""
 
 
 @dataclass(frozen=True)
 class Note:
     """One row of a CSV: ``guid``, ``language``, ``front`` and ``back`` in markdown (the
     number prefix stripped, section references qualified) and the ``lessons`` it comes from
-    (the first is where the card's text comes from)."""
+    (the first is where the card's text comes from), and how many surveyed collections ask it
+    (``frequency``)."""
     guid: str
     language: str
     front: str
     back: str
     lessons: tuple[str, ...]
+    frequency: int = 0
 
     @property
     def tags(self) -> str:
-        return " ".join(f"{TAG_PREFIX}::{lesson}" for lesson in self.lessons)
+        return " ".join([f"{TAG_PREFIX}::{lesson}" for lesson in self.lessons]
+                        + [f"{TAG_PREFIX}::asked::{self.frequency:02d}"])
 
 
 def _source(cell) -> str:
@@ -126,7 +134,8 @@ def cards_from_notebook(path) -> list[Card]:
         if not match or not match["back"].strip():
             raise ValueError(f"{path.name}, cell {index}: a question cell must start with a "
                              f"**bold question** followed by its answer")
-        cards.append(Card(lesson, languages[0], match["front"].strip(), match["back"].strip()))
+        cards.append(Card(lesson, languages[0], match["front"].strip(), match["back"].strip(),
+                          cell.get("id", "")))
     return cards
 
 
@@ -146,35 +155,14 @@ def strip_number(front: str) -> str:
     return " ".join(QUESTION_NUMBER.sub("", front).split())
 
 
-def qualify_references(text: str, lesson: str, language: str) -> str:
-    """Name the lesson in the bare section references of an answer of ``lesson``.
-
-    >>> qualify_references("(section 4; Ba 2016, section 3.1; lesson 01, section 2)", "02", "en")
-    '(lesson 02, §4; Ba 2016, section 3.1; lesson 01, section 2)'
-    >>> qualify_references("（第 7 节和第 8 节；第 01 课第 2 节）", "03", "zh")
-    '（第 03 课第 7 节和第 8 节；第 01 课第 2 节）'
-    """
-    if language == "en":
-        def en(m):
-            if _NAMED_EN.search(text[:m.start()]):
-                return m[0]
-            lesson_word = "Lesson" if m["word"][0] == "S" else "lesson"
-            marks = "§§" if m["word"].lower() == "sections" else "§"
-            return f"{lesson_word} {lesson}, {marks}{m['nums']}"
-        return _EN_REF.sub(en, text)
-
-    def zh(m):
-        if _NAMED_ZH.search(text[:m.start()]):
-            return m[0]
-        return f"第 {lesson} 课{m[0]}"
-    return _ZH_REF.sub(zh, text)
-
-
-def notes(cards: list[Card]) -> list[Note]:
-    """The rows of both CSVs, language by language in lesson order: the cards paired by
-    lesson and position, duplicates of an earlier lesson's pair dropped (its note gets the
-    later lesson as a tag), ids and references as the module docstring says. ``ValueError``
-    if a lesson has not as many English questions as Chinese ones."""
+def notes(cards: list[Card], survey=SURVEY) -> list[Note]:
+    """The rows of both CSVs, language by language: the cards paired by lesson and position,
+    duplicates of an earlier lesson's pair dropped (its note gets the later lesson as a tag),
+    ordered by the survey's frequency of the English card's question (``survey``: a path, the
+    loaded JSON, or ``None``; most asked first, ties in lesson order), ids and references as
+    the module docstring says. ``ValueError`` if a lesson has not as many English questions as
+    Chinese ones."""
+    data = survey if isinstance(survey, dict) or survey is None else load_survey(survey)
     by_lesson: dict[str, dict[str, list[Card]]] = {}
     for card in cards:
         by_lesson.setdefault(card.lesson, {lang: [] for lang in LANGUAGES})[card.language].append(card)
@@ -196,6 +184,10 @@ def notes(cards: list[Card]) -> list[Note]:
                     "cards": {c.language: c for c in pair_cards}}
             pairs.append(pair)
             seen.update((k, pair) for k in keys)
+    for pair in pairs:
+        english = pair["cards"]["en"]
+        pair["frequency"] = len(survey_sources(data, f"{english.lesson}:{english.cell_id}"))
+    pairs.sort(key=lambda pair: -pair["frequency"])  # stable: course order among equals
     rows = []
     for lang in LANGUAGES:
         for pair in pairs:
@@ -204,7 +196,7 @@ def notes(cards: list[Card]) -> list[Note]:
             rows.append(Note(f"{TAG_PREFIX}-{pair['lesson']}-{stem[:10]}-{lang}", lang,
                              qualify_references(strip_number(card.front), card.lesson, lang),
                              qualify_references(card.back, card.lesson, lang),
-                             tuple(pair["lessons"])))
+                             tuple(pair["lessons"]), pair["frequency"]))
     return rows
 
 
@@ -233,6 +225,7 @@ def to_anki_html(markdown: str) -> str:
     text = _LINK.sub(link, text)
     text = _BOLD.sub(lambda m: f"<b>{m[1] or m[2]}</b>", text)
     text = _ITALIC.sub(lambda m: f"<i>{m[1] or m[2]}</i>", text)
+    text = re.sub(r"(?m)^- ", "• ", text)
     text = text.replace("\\$", "$").replace("\n", "<br>")
     return re.sub(r"\x00(\d+)\x00", lambda m: pieces[int(m[1])], text)
 
@@ -245,15 +238,16 @@ def anki_header(language: str) -> list[str]:
             f"#deck:{DECKS[language]}"]
 
 
-def write_csv(cards: list[Card], language: str, path) -> int:
+def write_csv(cards: list[Card], language: str, path, survey=SURVEY) -> int:
     """Write the ``language`` notes of ``cards`` to ``path`` as an Anki CSV (header lines,
-    then guid, front, back, tags), UTF-8; return how many rows were written."""
+    then guid, front, back, tags; most asked first, see :func:`notes`), UTF-8; return how many
+    rows were written."""
     if language not in LANGUAGES:
         raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [(n.guid, to_anki_html(n.front), to_anki_html(n.back), n.tags)
-            for n in notes(cards) if n.language == language]
+            for n in notes(cards, survey) if n.language == language]
     with path.open("w", encoding="utf-8", newline="") as f:
         f.writelines(line + "\n" for line in anki_header(language))
         csv.writer(f, lineterminator="\n").writerows(rows)
@@ -275,8 +269,9 @@ def main(argv=None) -> None:
         count = write_csv(cards, language, path)
         questions = sum(c.language == language for c in cards)
         lesson_list = sorted({c.lesson for c in cards if c.language == language})
+        order = "most asked first" if load_survey(SURVEY) is not None else "course order (no survey)"
         print(f"{count} cards from lessons {', '.join(lesson_list)} -> {path} "
-              f"({questions - count} repeated questions merged)")
+              f"({questions - count} repeated questions merged; {order})")
 
 
 if __name__ == "__main__":
