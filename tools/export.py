@@ -20,12 +20,14 @@ from the npm packages pinned in ``static/vendor/package-lock.json``, installed o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import filecmp
 import hashlib
 import html
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -285,61 +287,78 @@ def _page_name(path: pathlib.Path, kind: str) -> str:
     return path.stem + (".html" if kind == "html" else ".slides.html")
 
 
+def _export_page(job: tuple) -> tuple[pathlib.Path, str]:
+    """Write one page of :func:`export_pages` (top level, so a worker process can run it):
+    ``(kind, lang, lesson path, out)`` -> (the page written, its log line)."""
+    kind, lang, path, out = job
+    root = out / kind
+    all_lessons = lesson_paths()
+    exporter = _exporter(kind, lang)
+    (other,) = (code for code in LANGUAGES if code != lang)
+    folder = root / lang
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    source = nbformat.read(path, as_version=4)
+    if kind == "slides":
+        source = split_for_slides(source)
+    nb = single_language(source, lang)
+    if kind == "slides":  # the presenter's notes, in reveal.js's speaker view (S)
+        nb = _with_speaker_notes(nb, source, lang, path)
+    nb = _for_static_page(nb, ".html" if kind == "html" else ".slides.html")
+    if kind == "slides":
+        nb = _for_slides(nb)
+    i = all_lessons.index(path)
+    neighbours = {}
+    for key, j in (("prev", i - 1), ("next", i + 1)):
+        if 0 <= j < len(all_lessons):
+            neighbours[key] = {"href": _page_name(all_lessons[j], kind),
+                               "title": all_lessons[j].stem[:2]}
+    resources = {
+        "metadata": {"name": lesson_title(nb) or path.stem, "path": str(folder)},
+        "course": {
+            "static": "../static",
+            "index": "../index.html",
+            "index_label": LANGUAGES[lang].index_label,
+            "nav_label": LANGUAGES[lang].nav_label,
+            "toc_label": {"en": "Contents", "zh": "本课目录"}[lang],
+            "other_lang": LANGUAGES[other].html_lang,
+            "other_href": f"../{other}/{_page_name(path, kind)}",
+            "other_label": LANGUAGES[other].switch_label,
+            **neighbours,
+        },
+    }
+    body, _ = exporter.from_notebook_node(nb, resources=resources)
+    target = folder / _page_name(path, kind)
+    target.write_text(body, encoding="utf-8")
+    return target, (f"[{kind}] {target.relative_to(out.parent)}  ({len(body) / 1e6:.1f} MB, "
+                    f"{time.perf_counter() - start:.1f} s)")
+
+
 def export_pages(kind: str, langs: list[str], lessons: list[pathlib.Path], out: pathlib.Path = BUILD,
-                 modules: pathlib.Path | None = None) -> list[pathlib.Path]:
+                 modules: pathlib.Path | None = None, workers: int = 1) -> list[pathlib.Path]:
     """Write the HTML edition (``kind="html"``: ``out/html/<lang>/NN_x.html``) or the slides
     (``kind="slides"``: ``out/slides/<lang>/NN_x.slides.html``), with their assets, and the
     index page ``out/<kind>/index.html`` (slides also refresh the HTML index, which links the
-    decks). Returns the written pages."""
+    decks). ``workers`` > 1: the pages are written by that many processes. Returns the
+    written pages, in the order of ``langs`` and ``lessons``."""
     if kind not in ("html", "slides"):
         raise ValueError(f"kind must be 'html' or 'slides', not {kind!r}")
     root = out / kind
     modules = modules or install_vendor(out)
     copy_assets(root, modules)
-    all_lessons = lesson_paths()
+    jobs = [(kind, lang, path, out) for lang in langs for path in lessons]
     written = []
-    for lang in langs:
-        exporter = _exporter(kind, lang)
-        (other,) = (code for code in LANGUAGES if code != lang)
-        folder = root / lang
-        folder.mkdir(parents=True, exist_ok=True)
-        for path in lessons:
-            start = time.perf_counter()
-            source = nbformat.read(path, as_version=4)
-            if kind == "slides":
-                source = split_for_slides(source)
-            nb = single_language(source, lang)
-            if kind == "slides":  # the presenter's notes, in reveal.js's speaker view (S)
-                nb = _with_speaker_notes(nb, source, lang, path)
-            nb = _for_static_page(nb, ".html" if kind == "html" else ".slides.html")
-            if kind == "slides":
-                nb = _for_slides(nb)
-            i = all_lessons.index(path)
-            neighbours = {}
-            for key, j in (("prev", i - 1), ("next", i + 1)):
-                if 0 <= j < len(all_lessons):
-                    neighbours[key] = {"href": _page_name(all_lessons[j], kind),
-                                       "title": all_lessons[j].stem[:2]}
-            resources = {
-                "metadata": {"name": lesson_title(nb) or path.stem, "path": str(folder)},
-                "course": {
-                    "static": "../static",
-                    "index": "../index.html",
-                    "index_label": LANGUAGES[lang].index_label,
-                    "nav_label": LANGUAGES[lang].nav_label,
-                    "toc_label": {"en": "Contents", "zh": "本课目录"}[lang],
-                    "other_lang": LANGUAGES[other].html_lang,
-                    "other_href": f"../{other}/{_page_name(path, kind)}",
-                    "other_label": LANGUAGES[other].switch_label,
-                    **neighbours,
-                },
-            }
-            body, _ = exporter.from_notebook_node(nb, resources=resources)
-            target = folder / _page_name(path, kind)
-            target.write_text(body, encoding="utf-8")
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and len(jobs) > 1:
+            import concurrent.futures
+
+            pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(min(workers, len(jobs))))
+            done = pool.map(_export_page, jobs)
+        else:
+            done = map(_export_page, jobs)
+        for target, line in done:  # in order, each as soon as it and those before it are written
             written.append(target)
-            _log(f"[{kind}] {target.relative_to(out.parent)}  ({len(body) / 1e6:.1f} MB, "
-                 f"{time.perf_counter() - start:.1f} s)")
+            _log(line)
     write_index(root, kind)
     if kind == "slides" and (out / "html").is_dir():
         write_index(out / "html", "html")  # link the new decks from the reading edition
@@ -467,7 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=BUILD)
     parser.add_argument("--keep-edited", action="store_true",
                         help="notebooks: keep a copy that holds the learner's changes")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="processes writing the HTML pages and decks (default: 2, or 1 on one core)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
         lessons = lesson_paths(args.lessons)
     except ValueError as err:
@@ -479,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         export_notebooks(args.lang, lessons, out, keep_edited=args.keep_edited)
     for kind in ("html", "slides"):
         if kind in what:
-            export_pages(kind, args.lang, lessons, out)
+            export_pages(kind, args.lang, lessons, out, workers=args.jobs)
     _log(f"done in {time.perf_counter() - start:.1f} s")
     return 0
 
