@@ -9,7 +9,7 @@ known mistake it follows. The references are torch itself: autograd through
 ``torch.nn.utils.fusion.fuse_linear_bn_weights``, and the statistics of the concatenated
 shards. A result of the wrong shape or type is a diagnosis too (:class:`PartError`).
 
-Lesson 12, section 3.
+Lesson 12, section 4.
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def check_bn_backward(fn: Callable, *, title: str = "bn_backward") -> CheckResul
     or both (statistics treated as constants), the unbiased variance, eps left out, gamma
     left out, parameter gradients averaged or summed with x instead of x̂, grad_weight equal
     to grad_bias (the sum of grad_output), per-sample (LayerNorm) axes, a parameter gradient
-    of the wrong shape, a backward written for (N, C) only. Lesson 12, section 3 (drill 6)."""
+    of the wrong shape, a backward written for (N, C) only. Lesson 12, section 4 (drill 6)."""
     inputs = _backward_inputs(61, (("(N, C) = (8, 3)", (8, 3)), ("(N, C) = (4, 4)", (4, 4)),
                                    ("(N, C, L) = (3, 2, 5)", (3, 2, 5)),
                                    ("(N, C) = (6, 2), x ~ 1e-3 (eps matters)", (6, 2), 1e-3)),
@@ -285,7 +285,7 @@ def check_ln_backward(fn: Callable, *, title: str = "ln_backward") -> CheckResul
     with means over the d features of each token; the parameter gradients sum over every
     leading dim and have shape (d,). Cases: (N, d) = (3, 8) and (4, 4), (B, T, d) =
     (2, 3, 5), and (2, 6) with x ~ 1e-3, float64. Mistakes as :func:`check_bn_backward`, with
-    per-feature (BatchNorm) axes instead. Lesson 12, section 3 (drill 7)."""
+    per-feature (BatchNorm) axes instead. Lesson 12, section 4 (drill 7)."""
     inputs = _backward_inputs(62, (("(N, d) = (3, 8)", (3, 8)), ("(N, d) = (4, 4)", (4, 4)),
                                    ("(B, T, d) = (2, 3, 5)", (2, 3, 5)),
                                    ("(N, d) = (2, 6), x ~ 1e-3 (eps matters)", (2, 6), 1e-3)),
@@ -363,7 +363,7 @@ def check_bn_running_stats(fn: Callable, *, title: str = "bn_running_stats") -> 
     time.) Cases, float64: (N, C) = (6, 3) and (N, C, L) = (3, 2, 4) in training at momentum
     0.1 and 0.3, eval on (5, 3), a chain of three training steps on (4, 2) followed by eval,
     and a fresh layer (None buffers) trained for one step on (4, 3) then evaluated.
-    Lesson 12, section 3 (drill 8)."""
+    Lesson 12, section 4 (drill 8)."""
     g = generator(63)
     inputs = []
 
@@ -538,7 +538,7 @@ def check_fold_bn(fn: Callable, *, title: str = "fold_bn") -> CheckResult:
     Mistakes named: eps left out, the variance instead of the standard deviation, the running
     mean or the layer's bias left out of b', the scale applied to the columns (inputs), eps
     hard-coded instead of the layer's. Cases: Linear(5, 4), a square Linear(4, 4), and
-    eps = 1e-3 with small running variances. Lesson 12, section 3 (drill 9)."""
+    eps = 1e-3 with small running variances. Lesson 12, section 4 (drill 9)."""
     g = generator(64)
     inputs = []
     for name, (out_f, in_f), eps, small in (("Linear(5, 4)", (4, 5), 1e-5, False),
@@ -646,7 +646,7 @@ def check_sync_bn_merge(fn: Callable, *, title: str = "sync_bn_merge") -> CheckR
     Cases: uneven counts (7, 2, 4) with shard means apart, and four shards one of which holds
     a single sample (variance 0). Mistakes: means averaged without counts, the between-group
     term left out, the variances simply averaged, biased and unbiased swapped or equal.
-    Lesson 12, section 3 (drill 10); lesson 08, section 2."""
+    Lesson 12, section 4 (drill 10); lesson 08, section 2."""
     g = generator(65)
     inputs = []
     for name, sizes in (("counts (7, 2, 4)", (7, 2, 4)), ("counts (1, 5, 3, 8)", (1, 5, 3, 8))):
