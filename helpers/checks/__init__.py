@@ -84,3 +84,11 @@ __all__ = ["CheckResult", "Case", "Mistake", "run_cases", "check_layer_norm", "c
 from .atlas import check_frn, check_switchable_norm  # noqa: E402  (lesson 14)
 
 __all__ += ["check_switchable_norm", "check_frn"]
+
+from .spot_the_bug import (check_bf16_row_mean, check_checkpoint_norm,  # noqa: E402  (lesson 12, section 8)
+                           check_deepnorm_residual, check_makemore_batch_norm, check_module_buffers,
+                           check_residual_branches, check_rms_norm_rsqrt, check_running_var_update)
+
+__all__ += ["check_deepnorm_residual", "check_makemore_batch_norm", "check_running_var_update",
+            "check_residual_branches", "check_checkpoint_norm", "check_module_buffers",
+            "check_bf16_row_mean", "check_rms_norm_rsqrt"]

@@ -68,4 +68,6 @@ def all_solutions() -> list[Sol]:
         sols.extend(mod.SOLUTIONS)
     from . import atlas  # lesson 14
     sols.extend(atlas.SOLUTIONS)
+    from . import spot_the_bug  # lesson 12, section 8
+    sols.extend(spot_the_bug.SOLUTIONS)
     return sols
