@@ -50,7 +50,17 @@ lives in ``tools/``). Each module, with the lessons that use it:
   Every lesson.
 """
 
-from . import backward, functional, norms
+import os as _os
+
+import torch as _torch
+
+# Triton decorates its own functions (tl.sum, ...) when it is first imported, and torch._dynamo
+# imports it (an optimiser's step is enough): TRITON_INTERPRET must be set before that, or
+# kernels fail in the interpreter on a machine without a CUDA GPU (helpers.kernels).
+if "TRITON_INTERPRET" not in _os.environ and not _torch.cuda.is_available():
+    _os.environ["TRITON_INTERPRET"] = "1"
+
+from . import backward, functional, norms  # noqa: E402
 
 __all__ = ["functional", "norms", "backward"]
 __version__ = "0.1.0"

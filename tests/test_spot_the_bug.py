@@ -198,3 +198,22 @@ def test_section_8_cites_every_source_in_both_languages():
     for bug in spot.BUGS.values():
         for lang in ("en", "zh"):
             assert bug.url in text[lang], (bug.key, lang)
+
+
+@pytest.mark.skipif(not spot.TRITON_AVAILABLE, reason="Triton is not installed")
+def test_kernels_still_run_after_an_optimiser_step_imported_triton():
+    """torch._dynamo (an optimiser's step) imports Triton; importing helpers first sets
+    TRITON_INTERPRET so that Triton's own functions are built for the interpreter."""
+    import subprocess
+    import sys
+    code = ("import os, torch; os.environ.pop('TRITON_INTERPRET', None); import helpers\n"
+            "p = torch.nn.Parameter(torch.ones(3)); opt = torch.optim.SGD([p], lr=0.1)\n"
+            "p.sum().backward(); opt.step()\n"
+            "from helpers import spot_the_bug as spot\n"
+            "print(spot.grade('bf16_bit_patterns', spot.model_solution('bf16_bit_patterns')).passed)")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRITON_INTERPRET"}
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU: kernels are compiled, not interpreted")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert out.stdout.strip().endswith("True"), out.stderr[-2000:]
