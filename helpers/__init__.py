@@ -17,6 +17,9 @@ lives in ``tools/``). Each module, with the lessons that use it:
   folding, the SyncBN merge), graded from scratch, and their model solutions. Lesson 12.
 - :mod:`helpers.mock_interview`: a seeded, timed mock interview over every lesson's questions.
   Lesson 12.
+- :mod:`helpers.spot_the_bug`: eight real bugs in public normalisation code, each cited to its
+  issue or pull request, reproduced against the correct version and set as a drill (checkers
+  in :mod:`helpers.checks.spot_the_bug`). Lesson 12.
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
   Every lesson (style); lessons 00 to 04.
@@ -37,7 +40,9 @@ lives in ``tools/``). Each module, with the lessons that use it:
   normalisation kernels (``make bench-norms``). Lesson 07.
 - :mod:`helpers.kernels`: LayerNorm and RMSNorm as Triton kernels (forward, backward with a
   two-stage dW/dB reduction), run by Triton's interpreter on a CPU, and the PTX they compile
-  to; :mod:`helpers.bench_kernels`: their timings on a CUDA GPU. Lesson 13.
+  to; :mod:`helpers.bench_kernels`: their timings on a CUDA GPU. Lessons 12, 13. (Importing
+  ``helpers`` sets ``TRITON_INTERPRET=1`` where there is no CUDA, before anything else can
+  import Triton.)
 - :mod:`helpers.atlas`: the methods of lesson 14 that no other lesson builds (FRN, EvoNorm,
   Switchable and Batch-Instance Normalisation, whitening, PowerNorm, ScaleNorm, conditional
   norms, adaLN-Zero, Mix-LN, LayerNorm Scaling, LRN) and the lesson's map. Lesson 14.

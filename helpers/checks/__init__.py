@@ -33,6 +33,14 @@ checker                         module                                lesson
 :func:`check_power_iteration`   :mod:`helpers.checks.weight_norms`    11
 :func:`check_rms_norm_kernel`   :mod:`helpers.checks.kernels`         13
 :func:`check_layer_norm_backward_kernel`  :mod:`helpers.checks.kernels`  13
+:func:`check_deepnorm_residual`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_makemore_batch_norm`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_running_var_update`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_residual_branches`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_checkpoint_norm`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_module_buffers`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_bf16_row_mean`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_rms_norm_rsqrt`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
 ==============================  ====================================  ==========================
 
 When no known mistake matches, a result shows the smallest failing case (its inputs, a few
