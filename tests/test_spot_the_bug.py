@@ -39,6 +39,16 @@ def test_deepnorm_labml_line_down_weights_the_residual():
         torch.testing.assert_close(spot.labml_deep_norm(x, gx, 2.0, ln.weight, ln.bias, 1e-5), ln(x + 2.0 * gx))
         torch.testing.assert_close(spot.deep_norm(x, gx, 2.0, ln.weight, ln.bias, 1e-5), ln(2.0 * x + gx))
     assert "1.861" in text and "0.537" in text
+    # the correlations, recomputed with numpy and torch's own LayerNorm module
+    import numpy as np
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 64, generator=g, dtype=torch.float64)
+    gx = torch.randn(16, 64, generator=g, dtype=torch.float64)
+    ln = nn.LayerNorm(64, elementwise_affine=False, dtype=torch.float64)
+    a = 12 ** 0.25
+    ref = ln(x).numpy().ravel()
+    assert np.corrcoef(ln(a * x + gx).numpy().ravel(), ref)[0, 1] == pytest.approx(r["corr_right"], abs=1e-9)
+    assert np.corrcoef(ln(x + a * gx).numpy().ravel(), ref)[0, 1] == pytest.approx(r["corr_theirs"], abs=1e-9)
 
 
 def test_makemore_output_shrinks_by_sqrt_n_minus_1_over_n():
@@ -71,6 +81,21 @@ def test_udl_reused_linear4_leaves_linear5_untrained():
 def test_rmsnorm_served_for_a_layernorm_checkpoint():
     r, _ = quiet(spot.repro_rmsnorm_for_layernorm)
     assert all(v > 0.1 for v in r.values())
+    # recomputed with torch's own modules from the same draws
+    g = torch.Generator().manual_seed(0)
+    w = 1 + 0.1 * torch.randn(32, generator=g, dtype=torch.float64)
+    b = 0.1 * torch.randn(32, generator=g, dtype=torch.float64)
+    errors = []
+    for offset, bias in ((1.5, b), (0.0, torch.zeros_like(b))):
+        x = offset + torch.randn(64, 32, generator=g, dtype=torch.float64)
+        ln = nn.LayerNorm(32, eps=1e-6, dtype=torch.float64)
+        rms = nn.RMSNorm(32, eps=1e-6, dtype=torch.float64)
+        with torch.no_grad():
+            ln.weight.copy_(w)
+            ln.bias.copy_(bias)
+            rms.weight.copy_(w)
+            errors.append(float((rms(x) - ln(x)).norm() / ln(x).norm()))
+    assert errors == pytest.approx(list(r.values()), rel=1e-9)
     x = torch.randn(3, 8, dtype=torch.float64) + 2
     w, b = torch.rand(8, dtype=torch.float64) + 0.5, torch.randn(8, dtype=torch.float64)
     ref = nn.RMSNorm(8, eps=1e-6, dtype=torch.float64)
