@@ -18,6 +18,9 @@ lives in ``tools/``). Each module, with the lessons that use it:
 - :mod:`helpers.mock_interview`: every lesson's questions with their rubrics, weighted by how often
   public interview collections ask them; a mock interview with a countdown widget, and the list
   of the most asked. Lesson 12.
+- :mod:`helpers.spot_the_bug`: eight real bugs in public normalisation code, each cited to its
+  issue or pull request, reproduced against the correct version and set as a drill (checkers
+  in :mod:`helpers.checks.spot_the_bug`). Lesson 12.
 - :mod:`helpers.plotting`, :mod:`helpers.figures`, :mod:`helpers.experiments`: the course's
   figure style (with a bundled CJK font), the figures, and the small experiments.
   Every lesson (style); lessons 00 to 04.
@@ -38,7 +41,9 @@ lives in ``tools/``). Each module, with the lessons that use it:
   normalisation kernels (``make bench-norms``). Lesson 07.
 - :mod:`helpers.kernels`: LayerNorm and RMSNorm as Triton kernels (forward, backward with a
   two-stage dW/dB reduction), run by Triton's interpreter on a CPU, and the PTX they compile
-  to; :mod:`helpers.bench_kernels`: their timings on a CUDA GPU. Lesson 13.
+  to; :mod:`helpers.bench_kernels`: their timings on a CUDA GPU. Lessons 12, 13. (Importing
+  ``helpers`` sets ``TRITON_INTERPRET=1`` where there is no CUDA, before anything else can
+  import Triton.)
 - :mod:`helpers.atlas`: the methods of lesson 14 that no other lesson builds (FRN, EvoNorm,
   Switchable and Batch-Instance Normalisation, whitening, PowerNorm, ScaleNorm, conditional
   norms, adaLN-Zero, Mix-LN, LayerNorm Scaling, LRN) and the lesson's map. Lesson 14.
@@ -51,7 +56,17 @@ lives in ``tools/``). Each module, with the lessons that use it:
   Every lesson.
 """
 
-from . import backward, functional, norms
+import os as _os
+
+import torch as _torch
+
+# Triton decorates its own functions (tl.sum, ...) when it is first imported, and torch._dynamo
+# imports it (an optimiser's step is enough): TRITON_INTERPRET must be set before that, or
+# kernels fail in the interpreter on a machine without a CUDA GPU (helpers.kernels).
+if "TRITON_INTERPRET" not in _os.environ and not _torch.cuda.is_available():
+    _os.environ["TRITON_INTERPRET"] = "1"
+
+from . import backward, functional, norms  # noqa: E402
 
 __all__ = ["functional", "norms", "backward"]
 __version__ = "0.1.0"

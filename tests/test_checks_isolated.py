@@ -1,7 +1,8 @@
 """No library module imports a checker: ``helpers.checks`` imports the library (the course's
 Block, the from-scratch statistics), never the other way round, so a notebook that imports
 ``helpers.transformer`` does not load the checkers, and there is no import circle.
-(``helpers.drills`` is the drills' grading front end and imports its checkers by design.)"""
+(``helpers.drills`` and ``helpers.spot_the_bug`` are the drills' grading front ends and import
+their checkers by design.)"""
 
 import ast
 import pathlib
@@ -10,7 +11,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 HELPERS = ROOT / "helpers"
-GRADERS = {"drills.py"}  # the front end of the drills: a grader itself
+GRADERS = {"drills.py", "spot_the_bug.py"}  # the front ends of the drills: graders themselves
 
 
 def _imports_checks(path: pathlib.Path) -> list[str]:

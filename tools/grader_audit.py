@@ -32,6 +32,10 @@ CHECKERS = ["check_layer_norm", "check_batch_norm", "check_group_norm", "check_r
             "check_weight_decay_groups", "check_frozen_batch_norm", "check_batch_renorm",
             "check_weight_norm", "check_weight_norm_grad", "check_power_iteration",
             "check_switchable_norm", "check_frn"]
+# lesson 12, section 8: spot the bug in famous code
+CHECKERS += ["check_deepnorm_residual", "check_makemore_batch_norm", "check_running_var_update",
+             "check_residual_branches", "check_checkpoint_norm", "check_module_buffers",
+             "check_bf16_row_mean", "check_rms_norm_rsqrt"]
 
 
 # Checkers whose bank lives beside the code they grade, because their learner solutions are

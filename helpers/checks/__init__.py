@@ -33,6 +33,14 @@ checker                         module                                lesson
 :func:`check_power_iteration`   :mod:`helpers.checks.weight_norms`    11
 :func:`check_rms_norm_kernel`   :mod:`helpers.checks.kernels`         13
 :func:`check_layer_norm_backward_kernel`  :mod:`helpers.checks.kernels`  13
+:func:`check_deepnorm_residual`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_makemore_batch_norm`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_running_var_update`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_residual_branches`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_checkpoint_norm`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_module_buffers`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_bf16_row_mean`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
+:func:`check_rms_norm_rsqrt`  :mod:`helpers.checks.spot_the_bug`  12 (spot the bug)
 ==============================  ====================================  ==========================
 
 Lesson 12's drills 11 to 15 (a gradient check, a BatchNorm module, GroupNorm's backward, DeepNorm's
@@ -88,3 +96,11 @@ __all__ = ["CheckResult", "Case", "Mistake", "run_cases", "check_layer_norm", "c
 from .atlas import check_frn, check_switchable_norm  # noqa: E402  (lesson 14)
 
 __all__ += ["check_switchable_norm", "check_frn"]
+
+from .spot_the_bug import (check_bf16_row_mean, check_checkpoint_norm,  # noqa: E402  (lesson 12, section 8)
+                           check_deepnorm_residual, check_makemore_batch_norm, check_module_buffers,
+                           check_residual_branches, check_rms_norm_rsqrt, check_running_var_update)
+
+__all__ += ["check_deepnorm_residual", "check_makemore_batch_norm", "check_running_var_update",
+            "check_residual_branches", "check_checkpoint_norm", "check_module_buffers",
+            "check_bf16_row_mean", "check_rms_norm_rsqrt"]

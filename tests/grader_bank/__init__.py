@@ -70,4 +70,6 @@ def all_solutions() -> list[Sol]:
     sols.extend(atlas.SOLUTIONS)
     from . import interview_drills  # lesson 12, drills 11 to 16
     sols.extend(interview_drills.SOLUTIONS)
+    from . import spot_the_bug  # lesson 12, section 8
+    sols.extend(spot_the_bug.SOLUTIONS)
     return sols
