@@ -89,7 +89,8 @@ def rubric(back: str, language: str) -> tuple[str, list[str], list[str]]:
     for flag in flags:
         if not flag.startswith(_QUOTES[language]):
             raise ValueError(f"the red flag {flag[:60]!r} does not quote the wrong answer")
-        if not re.search(r"\d", flag):
+        # a number a lesson prints, or a cited source: a year, a URL or a file in a repository
+        if not re.search(r"\d|https?://|`[\w./-]+/[\w.-]+`", flag):
             raise ValueError(f"the red flag {flag[:60]!r} gives no number or source")
     return answer, points, flags
 
