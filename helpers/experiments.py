@@ -129,14 +129,12 @@ def _stacked_mlps(runs: list[tuple], depth: int, width: int, steps: int,
     seed, 64 indices drawn with replacement per step), its own BatchNorm statistics and its
     own SGD momentum buffer and learning rate; a run whose loss becomes NaN or infinite stops
     there (``inf``), as in ``train_classifier``. The R runs' layers are batched matrix
-    products over a run dimension, and run r's BatchNorm is :func:`helpers.functional.batch_norm`
-    over the batch for run r's block of channels, so each run computes the function of its
-    own model; the summed loss :math:`\sum_r L_r` gives each run exactly the gradient of its
+    products over a run dimension, and run r's BatchNorm is torch's ``batch_norm`` over the
+    batch for run r's block of channels (the same statistics, updates and defaults as
+    :class:`helpers.norms.BatchNorm1d`), so each run computes the function of its own model; the summed loss :math:`\sum_r L_r` gives each run exactly the gradient of its
     own loss. The products are grouped differently from R separate models, so the losses
     agree with the separate runs to rounding, not bit for bit (``tests/test_batchsize.py``).
     Returns the final loss of each run on all the digits in eval mode (running statistics)."""
-    from . import functional as HF
-
     norm = {r[0] for r in runs}
     if len(norm) != 1 or next(iter(norm)) not in (None, "batch"):
         raise ValueError(f"stacked runs share one norm, None or 'batch', got {sorted(map(str, norm))}")
@@ -165,7 +163,7 @@ def _stacked_mlps(runs: list[tuple], depth: int, width: int, steps: int,
             if bn:  # per run and channel over the batch: columns r * width + c of (B, R * width)
                 B = h.shape[1]
                 flat = h.transpose(0, 1).reshape(B, R * width)
-                flat = HF.batch_norm(flat, *stats[k], gammas[k], betas[k], training, 0.1, 1e-5)
+                flat = f.batch_norm(flat, *stats[k], gammas[k], betas[k], training, 0.1, 1e-5)
                 h = flat.reshape(B, R, width).transpose(0, 1)
             h = torch.tanh(h)
         return torch.baddbmm(head_b.unsqueeze(1), h, params[depth].transpose(1, 2))
@@ -217,7 +215,7 @@ def lr_gain_grid(norms=(None, "batch"), gains=(1.0, 3.0), lrs=(0.03, 0.3, 1.0), 
     ``norm``, ``seed``) on all 1797 digits in float64, for every (norm, gain, lr) and seed:
     ``{(norm, gain, lr): [loss of each seed]}`` (``inf`` for a run that diverged).
 
-    ``stacked`` (the default): the runs of one norm are trained together as one job
+    ``stacked`` (the default): the runs of one norm and gain are trained together as one job
     (:func:`_stacked_mlps`: batched matrix products over the runs, every run with its own
     seeds, learning rate, statistics and momentum), equal to the separate runs to rounding;
     ``stacked=False``: one ``train_classifier`` run per job, bit for bit the runs one after
@@ -229,10 +227,10 @@ def lr_gain_grid(norms=(None, "batch"), gains=(1.0, 3.0), lrs=(0.03, 0.3, 1.0), 
 
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    if stacked:  # one job per norm (BatchNorm's first: it takes longest)
+    if stacked:  # one job per norm and gain (BatchNorm's first: they take longest)
         found = {}
-        jobs = [([(norm, g, lr, s) for g, lr in product(gains, lrs) for s in seeds],
-                 depth, width, steps) for norm in sorted(norms, key=lambda n: n is None)]
+        jobs = [([(norm, g, lr, s) for lr in lrs for s in seeds], depth, width, steps)
+                for norm in sorted(norms, key=lambda n: n is None) for g in gains]
         run_jobs(_stacked_mlps_job, jobs, workers, found.update)
         return {(n, g, lr): [found[n, g, lr, s] for s in seeds]
                 for n, g, lr in product(norms, gains, lrs)}
@@ -882,10 +880,10 @@ def batch_size_grid(norms=("batch", "group"), batch_sizes=(32, 16, 8, 4, 2), see
     if stacked:
         # one job per batch size and norm: a stack of one norm has no per-norm segments to
         # split and join, and two jobs can share the smallest batch size's many steps;
-        # the longest jobs (smallest batches: most steps; GroupNorm's) first, so that none
+        # the longest jobs (smallest batches: most steps; BatchNorm's) first, so that none
         # is left to run alone at the end
         jobs = [([(n, s) for s in seeds], b, kwargs)
-                for b in sorted(batch_sizes) for n in sorted(norms, key=lambda n: n != "group")]
+                for b in sorted(batch_sizes) for n in sorted(norms, key=lambda n: n != "batch")]
         if stacked == "batch_size":  # as lesson 01 ran it before: every norm in one job
             jobs = [([(n, s) for n, s in product(norms, seeds)], b, kwargs)
                     for b in sorted(batch_sizes)]

@@ -8,7 +8,7 @@ Experiments (lesson, section: before -> now):
 
 - ``mlp_grid`` (01, 6): the 24 runs of an 8-layer MLP, one job per run in 2 worker processes
   (``lr_gain_grid(stacked=False)``) -> the runs of one norm trained together with batched
-  matrix products, one job per norm (:func:`helpers.experiments._stacked_mlps`); equal to
+  matrix products, one job per norm and gain (:func:`helpers.experiments._stacked_mlps`); equal to
   rounding, not bit for bit (the comparison column says how close).
 - ``cnn_grid`` (01, 7): the 12 runs of batch sizes 32, 8, 2 x 2 seeds x 2 norms, the runs of a
   batch size as one stacked network with both norms side by side, one job per batch size
