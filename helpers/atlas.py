@@ -265,8 +265,9 @@ def scale_norm(x: Tensor, g: Tensor | float, eps: float = 1e-5) -> Tensor:
     Source check: matches the authors' code (``tnq177/transformers_without_tears``,
     ``layers.py``, ``ScaleNorm``): ``x * scale / torch.norm(x, dim=-1, keepdim=True).clamp(min=eps)``
     with ``eps=1e-5`` and ``scale`` initialised to ``embed_dim ** 0.5``; there each norm
-    position (before attention, before the feed-forward block) has its own scalar. The paper's
-    text was not found: section and equation number not verified."""
+    position (before attention, before the feed-forward block) has its own scalar. In the
+    paper's text (arXiv 1910.05895v2): section 2.3, Eq. (5), $\mathrm{ScaleNorm}(x; g) =
+    g\,x/\lVert x\rVert$; section 3.2: all $g$ initialised to $\sqrt d$."""
     return g * x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
 
 
@@ -320,9 +321,9 @@ def film(h: Tensor, gamma: Tensor, beta: Tensor) -> Tensor:
     r"""FiLM (Perez, Strub, de Vries, Dumoulin & Courville, AAAI 2018, arXiv 1709.07871): $\mathrm{FiLM}(h) = \gamma(c)\odot h + \beta(c)$, with $\gamma, \beta$
     of shape (N, C) predicted from the conditioning input $c$, broadcast over (H, W).
 
-    Source check: secondary sources quote the layer as
-    $\mathrm{FiLM}(F_{i,c}\mid\gamma_{i,c},\beta_{i,c}) = \gamma_{i,c}F_{i,c} + \beta_{i,c}$;
-    the paper's equation number is not verified."""
+    Source check, the paper's section 2.1: Eq. (1) $\gamma_{i,c} = f_c(x_i)$,
+    $\beta_{i,c} = h_c(x_i)$; Eq. (2)
+    $\mathrm{FiLM}(F_{i,c}\mid\gamma_{i,c},\beta_{i,c}) = \gamma_{i,c}F_{i,c} + \beta_{i,c}$."""
     view = (h.shape[0], h.shape[1]) + (1,) * (h.dim() - 2)
     return gamma.view(view) * h + beta.view(view)
 
@@ -335,9 +336,8 @@ def conditional_batch_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 
 
     Source check: the paper predicts changes to pretrained, frozen parameters with a
     one-hidden-layer MLP of the question embedding, $\hat\beta_c = \beta_c + \Delta\beta_c$,
-    $\hat\gamma_c = \gamma_c + \Delta\gamma_c$ (as quoted on
-    paperswithcode.com/method/conditional-batch-normalization); ``gamma`` and ``beta`` here are
-    those sums. Section and equation number not verified."""
+    $\hat\gamma_c = \gamma_c + \Delta\gamma_c$ (the paper's section 3, Eqs. (4) and (5));
+    ``gamma`` and ``beta`` here are those sums."""
     _check_4d(x, "conditional_batch_norm")
     mu, var = moments(x, (0, 2, 3))
     return film((x - mu) / (var + eps).sqrt(), gamma, beta)
@@ -392,7 +392,8 @@ def layernorm_scaling(normed: Tensor, layer: int) -> Tensor:
     Source check: the abstract, and the authors' code (``lmsdss/LayerNorm-Scaling``,
     ``peft_pretraining/modeling_llama.py``, branch ``LNS``: both pre-norm outputs of a block
     times ``1 / math.sqrt(self.layer_index + 1)``, index from 0; the norm there is RMSNorm).
-    The paper's section and equation number are not verified."""
+    The method is the paper's section 4 (arXiv HTML v2 to v4, table of contents); its
+    equation number is not verified."""
     if layer < 1:
         raise ValueError(f"layers are counted from 1, got {layer}")
     return normed / math.sqrt(layer)
