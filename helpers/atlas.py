@@ -551,7 +551,7 @@ DECISION_MAP: list[dict] = [
          status=("established", "已确立")),
     dict(panel="cnn", setting=("style or contrast to remove", "需要去掉风格或对比度"),
          arrows=[("InstanceNorm", "InstanceNorm", "established"),
-                 ("Batch-Instance Norm", "Batch-Instance Norm（批-实例归一化）", "speculative")],
+                 ("Batch-Instance Norm", "Batch-Instance Norm（混合 BN 与 IN 的输出）", "speculative")],
          backed=("lesson 03, §3; Nam & Kim 2018", "第 03 课第 3 节；Nam 和 Kim 2018"),
          status=("established (IN); speculative (BIN)", "已确立（IN）；推测（BIN）")),
     dict(panel="seq", setting=("low precision", "低精度"),
