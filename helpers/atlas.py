@@ -41,7 +41,8 @@ __all__ = ["frn", "evonorm_b0", "evonorm_s0", "switchable_norm", "batch_instance
            "zca_whitening_matrix", "iternorm_whitening_matrix", "PowerNorm", "scale_norm",
            "single_scale_rms_norm", "cross_iteration_mean", "conditional_batch_norm", "film",
            "AdaLNZeroBlock", "mix_ln_layout", "layernorm_scaling", "local_response_norm",
-           "moments", "ATLAS", "pre_ln_stack_variance"]
+           "moments", "ATLAS", "pre_ln_stack_variance", "STATUSES", "DECISION_MAP",
+           "decision_map_table", "decision_map_figure"]
 
 
 def _check_4d(x: Tensor, name: str) -> None:
@@ -264,8 +265,9 @@ def scale_norm(x: Tensor, g: Tensor | float, eps: float = 1e-5) -> Tensor:
     Source check: matches the authors' code (``tnq177/transformers_without_tears``,
     ``layers.py``, ``ScaleNorm``): ``x * scale / torch.norm(x, dim=-1, keepdim=True).clamp(min=eps)``
     with ``eps=1e-5`` and ``scale`` initialised to ``embed_dim ** 0.5``; there each norm
-    position (before attention, before the feed-forward block) has its own scalar. The paper's
-    text was not found: section and equation number not verified."""
+    position (before attention, before the feed-forward block) has its own scalar. In the
+    paper's text (arXiv 1910.05895v2): section 2.3, Eq. (5), $\mathrm{ScaleNorm}(x; g) =
+    g\,x/\lVert x\rVert$; section 3.2: all $g$ initialised to $\sqrt d$."""
     return g * x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
 
 
@@ -319,9 +321,9 @@ def film(h: Tensor, gamma: Tensor, beta: Tensor) -> Tensor:
     r"""FiLM (Perez, Strub, de Vries, Dumoulin & Courville, AAAI 2018, arXiv 1709.07871): $\mathrm{FiLM}(h) = \gamma(c)\odot h + \beta(c)$, with $\gamma, \beta$
     of shape (N, C) predicted from the conditioning input $c$, broadcast over (H, W).
 
-    Source check: secondary sources quote the layer as
-    $\mathrm{FiLM}(F_{i,c}\mid\gamma_{i,c},\beta_{i,c}) = \gamma_{i,c}F_{i,c} + \beta_{i,c}$;
-    the paper's equation number is not verified."""
+    Source check, the paper's section 2.1: Eq. (1) $\gamma_{i,c} = f_c(x_i)$,
+    $\beta_{i,c} = h_c(x_i)$; Eq. (2)
+    $\mathrm{FiLM}(F_{i,c}\mid\gamma_{i,c},\beta_{i,c}) = \gamma_{i,c}F_{i,c} + \beta_{i,c}$."""
     view = (h.shape[0], h.shape[1]) + (1,) * (h.dim() - 2)
     return gamma.view(view) * h + beta.view(view)
 
@@ -334,9 +336,8 @@ def conditional_batch_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 
 
     Source check: the paper predicts changes to pretrained, frozen parameters with a
     one-hidden-layer MLP of the question embedding, $\hat\beta_c = \beta_c + \Delta\beta_c$,
-    $\hat\gamma_c = \gamma_c + \Delta\gamma_c$ (as quoted on
-    paperswithcode.com/method/conditional-batch-normalization); ``gamma`` and ``beta`` here are
-    those sums. Section and equation number not verified."""
+    $\hat\gamma_c = \gamma_c + \Delta\gamma_c$ (the paper's section 3, Eqs. (4) and (5));
+    ``gamma`` and ``beta`` here are those sums."""
     _check_4d(x, "conditional_batch_norm")
     mu, var = moments(x, (0, 2, 3))
     return film((x - mu) / (var + eps).sqrt(), gamma, beta)
@@ -391,7 +392,8 @@ def layernorm_scaling(normed: Tensor, layer: int) -> Tensor:
     Source check: the abstract, and the authors' code (``lmsdss/LayerNorm-Scaling``,
     ``peft_pretraining/modeling_llama.py``, branch ``LNS``: both pre-norm outputs of a block
     times ``1 / math.sqrt(self.layer_index + 1)``, index from 0; the norm there is RMSNorm).
-    The paper's section and equation number are not verified."""
+    The method is the paper's section 4 (arXiv HTML v2 to v4, table of contents); its
+    equation number is not verified."""
     if layer < 1:
         raise ValueError(f"layers are counted from 1, got {layer}")
     return normed / math.sqrt(layer)
@@ -489,3 +491,158 @@ ATLAS: list[tuple[str, str, str, str, str]] = [
     ("LayerNorm Scaling", "14", "features of one token", "standardise, then 1/sqrt(l)", "affine"),
     ("Local Response Norm", "14", "n neighbouring channels", "scale only (divisive)", "none"),
 ]
+
+
+# --------------------------------------------------------------------------------------
+# the decision map of lesson 14, section 9: the table and the figure drawn from one list
+# --------------------------------------------------------------------------------------
+#: Status of one arrow: measured in a lesson and/or reproduced across papers; one paper's
+#: claim not reproduced here; measured, but the answer depends on the kernel.
+STATUSES = {
+    "established": ("established", "已确立", "-"),
+    "speculative": ("speculative", "推测", "--"),
+    "kernel": ("kernel-dependent", "取决于内核", ":"),
+}
+
+#: One row per setting of section 9's table: ``panel`` ("cnn" for convolutional networks,
+#: "seq" for sequence models and the rest), the setting, the arrows (one per method the
+#: table's "reach for" cell lists, separated by ";" there, each with its status), what backs
+#: the row, and the row's status as the table prints it; English and Chinese side by side.
+DECISION_MAP: list[dict] = [
+    dict(panel="cnn", setting=("CNN, batch of 16 or more per device", "CNN，每个设备的批大小为 16 或更大"),
+         arrows=[("BatchNorm", "BatchNorm", "established")],
+         backed=("Wu & He 2018, Table 2 (BN's error flat from batch 32 to 16); lesson 01, §7",
+                 "Wu 和 He 2018，表 2（批大小从 32 到 16，BN 的误差几乎不变）；第 01 课第 7 节"),
+         status=("established", "已确立")),
+    dict(panel="cnn", setting=("CNN, batch of 1 to 4 per device", "CNN，每个设备的批大小为 1 到 4"),
+         arrows=[("GroupNorm (+ WS)", "GroupNorm（+ WS）", "established"),
+                 ("SyncBN across devices", "多设备时用 SyncBN", "established")],
+         backed=("Wu & He 2018, Table 2; lesson 11, §6; lesson 08, §8",
+                 "Wu 和 He 2018，表 2；第 11 课第 6 节；第 08 课第 8 节"),
+         status=("established", "已确立")),
+    dict(panel="cnn", setting=("same, without GN", "同上，不用 GN 时"),
+         arrows=[("FRN + TLU, EvoNorm-S0", "FRN + TLU、EvoNorm-S0", "speculative")],
+         backed=("their papers' ImageNet runs only", "仅有它们论文中的 ImageNet 实验"),
+         status=("speculative", "推测")),
+    dict(panel="cnn", setting=("BN kept, tiny or non-i.i.d. batches", "保留 BN，批极小或非独立同分布"),
+         arrows=[("Batch Renorm", "Batch Renorm（批重归一化）", "established"),
+                 ("Cross-iteration BN", "Cross-iteration BN（跨迭代 BN）", "speculative")],
+         backed=("lesson 10, §5 (Ioffe 2017); the CBN paper", "第 10 课第 5 节（Ioffe 2017）；CBN 论文"),
+         status=("established (Renorm); speculative (CBN)", "已确立（Renorm）；推测（CBN）")),
+    dict(panel="seq", setting=("Transformer, sequence model", "Transformer、序列模型"),
+         arrows=[("Pre-LN with LayerNorm or RMSNorm, final norm",
+                  "Pre-LN，配 LayerNorm 或 RMSNorm，加最终归一化", "established")],
+         backed=("lesson 05, §§3 and 4; lesson 04", "第 05 课第 3 节和第 4 节；第 04 课"),
+         status=("established", "已确立")),
+    dict(panel="seq", setting=("very deep Post-LN", "极深的 Post-LN"),
+         arrows=[("DeepNorm", "DeepNorm", "established")],
+         backed=("lesson 06, §6", "第 06 课第 6 节"), status=("established", "已确立")),
+    dict(panel="seq", setting=("attention logits growing", "注意力 logits 持续增大"),
+         arrows=[("QK-norm", "QK-norm", "established")],
+         backed=("lesson 09, §2", "第 09 课第 2 节"), status=("established", "已确立")),
+    dict(panel="seq", setting=("deep Pre-LN LLM, weak deep layers", "深层 Pre-LN 大模型，深层作用弱"),
+         arrows=[("Mix-LN, LayerNorm Scaling", "Mix-LN、LayerNorm Scaling（按深度缩放）", "speculative")],
+         backed=("their papers; §8 at initialisation only", "它们的论文；第 8 节（仅在初始化时）"),
+         status=("speculative", "推测")),
+    dict(panel="seq", setting=("conditional generation", "条件生成"),
+         arrows=[("AdaIN, conditional BN, FiLM, adaLN-Zero", "AdaIN、条件 BN、FiLM、adaLN-Zero",
+                  "established")],
+         backed=("lesson 03, §3; §7 (identity at start); DiT", "第 03 课第 3 节；第 7 节（开始时为恒等映射）；DiT"),
+         status=("established", "已确立")),
+    dict(panel="cnn", setting=("style or contrast to remove", "需要去掉风格或对比度"),
+         arrows=[("InstanceNorm", "InstanceNorm", "established"),
+                 ("Batch-Instance Norm", "Batch-Instance Norm（混合 BN 与 IN 的输出）", "speculative")],
+         backed=("lesson 03, §3; Nam & Kim 2018", "第 03 课第 3 节；Nam 和 Kim 2018"),
+         status=("established (IN); speculative (BIN)", "已确立（IN）；推测（BIN）")),
+    dict(panel="seq", setting=("low precision", "低精度"),
+         arrows=[("statistics accumulated in float32", "统计量用 float32 累加", "established")],
+         backed=("lesson 07, §6; lesson 04, §4", "第 07 课第 6 节；第 04 课第 4 节"),
+         status=("established", "已确立")),
+    dict(panel="seq", setting=("inference cost", "推理开销"),
+         arrows=[("fold BN into the conv", "把 BN 折叠进卷积", "established"),
+                 ("RMSNorm or DyT", "RMSNorm 或 DyT", "kernel")],
+         backed=("lesson 07, §§5 and 7; lesson 09, §4", "第 07 课第 5 节和第 7 节；第 09 课第 4 节"),
+         status=("established (folding); measured per kernel (RMSNorm, DyT)",
+                 "已确立（折叠）；按内核测量（RMSNorm、DyT）")),
+    dict(panel="cnn", setting=("whitening wanted", "需要白化"),
+         arrows=[("IterNorm rather than DBN", "用 IterNorm 而非 DBN", "speculative")],
+         backed=("§4 (convergence); the IterNorm paper", "第 4 节（收敛性）；IterNorm 论文"),
+         status=("speculative at scale", "大规模下为推测")),
+    dict(panel="cnn", setting=("several norms, unsure which", "有多种归一化，不知选哪个"),
+         arrows=[("Switchable Norm", "Switchable Norm（可切换归一化）", "speculative")],
+         backed=("§3; the SN paper", "第 3 节；SN 论文"), status=("speculative", "推测")),
+]
+
+_PANEL_TITLES = {"cnn": "convolutional networks · 卷积网络",
+                 "seq": "sequence models, generation, precision, cost · 序列模型、生成、精度与开销"}
+
+
+def decision_map_table(lang: str = "en") -> list[list[str]]:
+    """The rows of section 9's table in ``lang`` ("en" or "zh"): setting, the methods to
+    reach for (the arrows' labels joined by "; " or "；"), what backs them, the status."""
+    if lang not in ("en", "zh"):
+        raise ValueError(f"lang must be 'en' or 'zh', not {lang!r}")
+    i, sep = (0, "; ") if lang == "en" else (1, "；")
+    return [[row["setting"][i], sep.join(a[i] for a in row["arrows"]), row["backed"][i],
+             row["status"][i]] for row in DECISION_MAP]
+
+
+def _arrow_label(en: str, zh: str, one_line: bool) -> str:
+    from helpers.plotting import is_bilingual_or_neutral
+
+    if is_bilingual_or_neutral(en):
+        return en
+    if en in zh:  # the name with a Chinese gloss already holds both
+        return zh
+    return f"{en} · {zh}" if one_line else f"{en}\n{zh}"
+
+
+def decision_map_figure(panel: str, rows: list[dict] | None = None):
+    """Section 9's decision map as a picture, for the rows of one ``panel`` ("cnn" or
+    "seq") of :data:`DECISION_MAP` (or the given ``rows``): each setting on the left, an
+    arrow to each method the table lists for it, solid when established, dashed when
+    speculative, dotted when measured but kernel-dependent (:data:`STATUSES`). Laid out in
+    inches (a row 0.6 in, text 16 pt) so that it fits a slide at full size."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    if panel not in _PANEL_TITLES:
+        raise ValueError(f"panel must be one of {sorted(_PANEL_TITLES)}, not {panel!r}")
+    rows = [r for r in DECISION_MAP if r["panel"] == panel] if rows is None else rows
+    if not rows:
+        raise ValueError("no rows to draw")
+    pitch, top, bottom, width = 0.6, 0.36, 0.44, 11.8
+    height = top + bottom + pitch * len(rows)
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.axis("off")
+    x_set, x_from, x_to = 0.1, 4.75, 5.55
+    colors = {"established": "#2f6f4f", "speculative": "#b5651d", "kernel": "#4c72b0"}
+    for k, row in enumerate(rows):
+        y = height - top - pitch * (k + 0.5)
+        if k % 2 == 0:
+            ax.add_patch(plt.Rectangle((0.02, y - pitch / 2), width - 0.04, pitch, fc="#f2f2f2",
+                                       ec="none", zorder=0))
+        en, zh = row["setting"]
+        ax.text(x_set, y, f"{en}\n{zh}", ha="left", va="center", fontsize=16, linespacing=1.15)
+        n = len(row["arrows"])
+        offsets = [0.0] if n == 1 else [0.16, -0.16]
+        if n > 2:
+            raise ValueError(f"at most two arrows per row: {row['setting'][0]!r}")
+        for (a_en, a_zh, status), dy in zip(row["arrows"], offsets):
+            style = STATUSES[status][2]
+            ax.annotate("", (x_to, y + dy), (x_from, y),
+                        arrowprops=dict(arrowstyle="-|>", color=colors[status], lw=2.2,
+                                        linestyle=style, shrinkA=0, shrinkB=2, mutation_scale=16))
+            ax.text(x_to + 0.08, y + dy, _arrow_label(a_en, a_zh, one_line=n > 1), ha="left",
+                    va="center", fontsize=16, color=colors[status], linespacing=1.15)
+    ax.text(x_set, height - 0.08, _PANEL_TITLES[panel], ha="left", va="top", fontsize=17,
+            fontweight="bold")
+    used = [s for s in STATUSES if any(a[2] == s for row in rows for a in row["arrows"])]
+    handles = [Line2D([], [], color=colors[s], lw=2.2, linestyle=STATUSES[s][2]) for s in used]
+    labels = [f"{STATUSES[s][0]} · {STATUSES[s][1]}" for s in used]
+    fig.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 0.0), ncol=len(used),
+               fontsize=16, frameon=False, handlelength=2.2, columnspacing=1.2)
+    return fig

@@ -156,6 +156,7 @@ NEUTRAL_WORDS = {
     "sqrt", "mean", "adam", "sgd", "lr", "eps", "kib", "mib", "gib", "gb", "flop", "gflop",
     "nats", "cnn", "mlp", "resnet", "imagenet", "gemma", "peri", "olmo", "dyt", "alpha", "beta", "theorem", "eq", "fig", "init", "id", "test",
     "train", "eval", "torch", "numpy", "softmax", "logit", "logits", "llama", "gpt", "per",
+    "syncbn", "frn", "tlu", "evonorm", "iternorm", "dbn", "film", "adaln", "renorm", "float32",
 }
 
 

@@ -194,6 +194,76 @@ def test_the_map_covers_the_methods():
     assert all(len(row) == 5 for row in A.ATLAS)
 
 
+def _lesson_tables():
+    """The markdown tables of section 9 of lesson 14, English and Chinese, as lists of rows."""
+    import pathlib
+
+    import nbformat
+
+    nb = nbformat.read(pathlib.Path(__file__).parent.parent / "notebooks" / "14_atlas.ipynb", 4)
+    out = {}
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type != "markdown" or not cell.source.startswith("## 9."):
+            continue
+        rows = [line for line in cell.source.splitlines() if line.startswith("| ")][1:]
+        out["en" if "lang-en" in tags else "zh"] = [
+            [c.strip() for c in line.strip().strip("|").split(" | ")] for line in rows]
+    return out
+
+
+def test_the_lesson_table_is_the_decision_map_data():
+    tables = _lesson_tables()
+    assert set(tables) == {"en", "zh"}
+    for lang in ("en", "zh"):
+        assert tables[lang] == A.decision_map_table(lang), lang
+
+
+def test_decision_map_data_covers_the_issue_settings_and_statuses():
+    settings = " ".join(row["setting"][0] for row in A.DECISION_MAP)
+    for needed in ["batch", "CNN", "sequence", "conditional generation", "low precision",
+                   "inference cost", "style"]:
+        assert needed in settings, needed
+    for row in A.DECISION_MAP:
+        assert row["panel"] in ("cnn", "seq")
+        assert 1 <= len(row["arrows"]) <= 2
+        statuses = {a[2] for a in row["arrows"]}
+        assert statuses <= set(A.STATUSES)
+        # the row's printed status names every arrow's status
+        for s in statuses:
+            word = {"established": "established", "speculative": "speculative",
+                    "kernel": "per kernel"}[s]
+            assert word in row["status"][0], (row["setting"][0], s)
+        assert any(ch in row["backed"][0] for ch in "§0123456789") or "paper" in row["backed"][0]
+    with pytest.raises(ValueError):
+        A.decision_map_table("fr")
+
+
+@pytest.mark.parametrize("panel", ["cnn", "seq"])
+def test_decision_map_figure_draws_one_arrow_per_method_in_its_style(panel):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Annotation
+
+    fig = A.decision_map_figure(panel)
+    arrows = [a for a in fig.findobj(Annotation) if a.arrow_patch is not None]
+    rows = [r for r in A.DECISION_MAP if r["panel"] == panel]
+    expected = [a[2] for r in rows for a in r["arrows"]]
+    assert len(arrows) == len(expected)
+    style = {"established": "-", "speculative": "--", "kernel": ":"}  # solid, dashed, dotted
+    assert sorted(a.arrow_patch.get_linestyle() for a in arrows) == sorted(style[s] for s in expected)
+    from matplotlib.text import Text
+
+    texts = " ".join(t.get_text() for t in fig.findobj(Text))
+    for r in rows:
+        assert r["setting"][0] in texts and r["setting"][1] in texts
+    plt.close(fig)
+    with pytest.raises(ValueError):
+        A.decision_map_figure("rnn")
+
+
 # ---------------------------------------------------------------- the two checkers' banks
 # (tests/grader_bank/atlas.py, also run by python -m tools.grader_audit)
 from grader_bank.atlas import SOLUTIONS  # noqa: E402

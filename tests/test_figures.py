@@ -106,7 +106,7 @@ def _norm_samples():
 def _figures():
     """name -> callable returning a figure (or (figure, html)): every figure function."""
     from helpers import bn_practice as P
-    from helpers import figures, grids, widgets
+    from helpers import atlas, figures, grids, widgets
     from helpers import transformer_figures as HTF
     from helpers import weight_norms as WN
     from helpers.results import read_all_paths
@@ -206,6 +206,9 @@ def _figures():
         # lesson 11
         "11 plot_grid": lambda: WN.plot_grid(wn_rows),
         "11 plot_shapes": lambda: WN.plot_shapes(shapes, {k: (v - v.mean()) / v.std() for k, v in shapes.items()}),
+        # lesson 14
+        "14 decision_map cnn": lambda: atlas.decision_map_figure("cnn"),
+        "14 decision_map seq": lambda: atlas.decision_map_figure("seq"),
     }
 
 
@@ -236,7 +239,7 @@ def test_figure_is_readable_and_bilingual(name):
 
 def test_every_lesson_with_figures_is_covered():
     lessons = {name.split()[0] for name in FIGURES}
-    assert lessons == {f"{k:02d}" for k in range(12)}
+    assert lessons == {f"{k:02d}" for k in range(12)} | {"14"}
 
 
 # --------------------------------------------------------------------------------------
