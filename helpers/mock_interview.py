@@ -79,7 +79,7 @@ QUESTION_CELL = re.compile(r"^\s*\*\*(?P<front>.+?)\*\*\s*(?:\n\s*\n|\n|$)(?P<ba
 QUESTION_NUMBER = re.compile(r"^\s*(?:Question\s+\d+\s*[.:]|问\s*\d+\s*[：:.．])\s*")
 #: The rubric's markers, each alone on its line: (key points, red flags) per language.
 MARKERS = {"en": ("**Key points**", "**Red flags**"), "zh": ("**要点**", "**危险信号**")}
-#: How many key points and red flags a question has (INTERVIEW_SPEC section 1).
+#: How many key points and red flags a question has.
 KEY_POINTS_RANGE, RED_FLAGS_RANGE = (2, 4), (1, 3)
 _MARKER_LIKE = re.compile(r"^\s*\*\*\s*(?:key\s*points?|red\s*flags?|要点|危险信号)", re.I)
 _TITLE = re.compile(r"^#\s+\d+\s*·\s*(?P<topic>[^:：，,\n]+)")
@@ -315,7 +315,8 @@ def qualify_references(text: str, lesson: str, language: str) -> str:
 # ------------------------------------------------------------------------- the survey
 
 def load_survey(path: pathlib.Path | str | None = SURVEY) -> dict | None:
-    """The survey (``docs/interview_survey.json``, INTERVIEW_SPEC section 3) as a dict, or
+    """The survey (``docs/interview_survey.json``: its sources, the canonical questions they ask, and the
+    canonical questions each question of the course answers) as a dict, or
     ``None`` when ``path`` is ``None`` or the file does not exist."""
     if path is None:
         return None
@@ -358,7 +359,7 @@ def with_frequencies(questions: Iterable[Question], survey: pathlib.Path | dict 
 
 
 def rubric_problems(questions: Iterable[Question] | None = None) -> list[str]:
-    """What the strict check of INTERVIEW_SPEC section 1 finds: one line per question with no
+    """What the strict check of the rubric finds: one line per question with no
     rubric, or with a number of key points outside 2 to 4 or of red flags outside 1 to 3.
     The default is the whole pool (:func:`load_questions`)."""
     questions = load_questions() if questions is None else questions
@@ -413,8 +414,8 @@ def similarity(a: Question, b: Question) -> float:
 
 
 #: The threshold of :func:`near_duplicates`. Measured on the pool of 154 questions before the
-#: interview questions' third edition: the 21 pairs that INTERVIEW_SPEC section 2 names as the
-#: same question score 0.30 to 0.85, the three it names as different 0.20 to 0.25.
+#: interview questions' third edition: the 21 pairs reviewed as the same question (and then
+#: merged) score 0.30 to 0.85, the three reviewed as different questions 0.20 to 0.25.
 NEAR_DUPLICATE_THRESHOLD = 0.28
 
 

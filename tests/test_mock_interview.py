@@ -177,18 +177,10 @@ def test_rubric_counts_outside_the_spec_are_reported(tmp_path):
         "1 key points, not 2 to 4"]
 
 
-#: Lessons whose questions get their rubric in a later change (INTERVIEW_SPEC section 5:
-#: lesson 14 belongs to a later edition). Remove a lesson once its questions have rubrics.
-RUBRIC_PENDING = {"14"}
-
-
 def test_every_question_in_the_pool_has_a_rubric():
-    """The strict check of INTERVIEW_SPEC section 1 on the whole pool: every question has a
-    model answer, 2 to 4 key points and 1 to 3 red flags (twins alike: load_questions)."""
-    questions = M.load_questions()
-    pending = [q for q in questions if q.lesson in RUBRIC_PENDING]
-    assert not [q for q in pending if q.has_rubric], "a pending lesson has rubrics: update RUBRIC_PENDING"
-    problems = M.rubric_problems([q for q in questions if q.lesson not in RUBRIC_PENDING])
+    """The strict check of the rubric format on the whole pool: every question has a model
+    answer, 2 to 4 key points and 1 to 3 red flags (twins alike: load_questions)."""
+    problems = M.rubric_problems(M.load_questions())
     assert not problems, f"{len(problems)} questions:\n" + "\n".join(problems)
 
 
@@ -347,7 +339,7 @@ def test_similarity_is_symmetric_and_bounded():
 
 
 #: Pairs above the threshold judged to be different questions ("NN:<English cell id>").
-#: The first three are INTERVIEW_SPEC section 2's ("different questions, keep both").
+#: The first three were reviewed with the merge of the near-duplicates ("different questions, keep both").
 REVIEWED_DISTINCT = {
     frozenset({"01:2e78ecd0", "02:d9e145bd"}),  # over which dims: BatchNorm / LayerNorm
     frozenset({"06:65d52875", "12:2ea36424"}),  # do today's LLMs use DeepNorm / why Pre-LN + RMSNorm
@@ -359,7 +351,7 @@ REVIEWED_DISTINCT = {
 
 
 def test_no_near_duplicates_in_the_pool():
-    """No two questions of the pool ask the same thing (INTERVIEW_SPEC section 2), except
+    """No two questions of the pool ask the same thing, except
     pairs reviewed as different questions (REVIEWED_DISTINCT)."""
     questions = M.load_questions(survey=None)
     found = [(s, a, b) for s, a, b in M.near_duplicates(questions)
