@@ -1,5 +1,5 @@
 """helpers.mock_interview: the questions come from the notebooks' question cells (checked
-against tools.flashcards' own parser), the rubric is parsed from the spec's markers and its
+against tools.flashcards' own parser), the rubric is parsed from its markers and its
 malformations are named, frequencies come from the survey, the draw is seeded and weighted
 (checked against hand-computed probabilities), the pool has no near-duplicates, and the text
 interview and the widget grade against the rubric with a clock the test controls."""
