@@ -31,15 +31,13 @@ import json
 import os
 import pathlib
 import re
-import secrets
 import shutil
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
+
+import labserver  # JupyterLab as `make lab` serves it (browser_tests/labserver.py)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -64,12 +62,6 @@ def _lesson_notebook() -> dict:
 
 def _code_cells(nb: dict) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------ fixtures
@@ -141,57 +133,12 @@ def jupyterlab(tmp_path_factory):
         pytest.fail(f"{english} is missing: run `make export` first")
     (root / "en").mkdir()
     shutil.copy(english, root / "en")
-    settings = tmp / "settings"
-    for plugin, values in {
-        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false",
-                                                         "checkForUpdates": False},
-    }.items():
-        f = settings / f"{plugin}.jupyterlab-settings"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(values))
-    # the server configuration that tools.lab_setup writes into the course's environment at
-    # install and at every `make lab` (encrypted kernel connections, the course's Chinese font
-    # through JupyterLab's custom CSS), found through JUPYTER_CONFIG_PATH
-    sys.path.insert(0, str(ROOT))
-    from tools import lab_setup
-
-    config_path, _ = lab_setup.write_server_config(tmp / "prefix")
-    lab_setup.write_custom_css(tmp / "config")  # the user's ~/.jupyter, here a fresh one
-    port, token = _free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
-           "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
-           f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        cmd.append("--allow-root")
-    log = open(tmp / "jupyterlab.log", "w")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_DATA_DIR": str(tmp / "data"),
-           "JUPYTER_CONFIG_PATH": os.pathsep.join([str(config_path.parent),
-                                                   os.environ.get("JUPYTER_CONFIG_PATH", "")])}
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("JupyterLab did not start:\n" + (tmp / "jupyterlab.log").read_text()[-3000:])
-        time.sleep(0.5)
-    yield base, token, root
-    proc.terminate()
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-    shutil.copy(tmp / "jupyterlab.log", SHOTS / "jupyterlab.log")
+        with labserver.jupyterlab(tmp, root) as (base, token):
+            yield base, token, root
+    finally:
+        if (tmp / "jupyterlab.log").exists():
+            shutil.copy(tmp / "jupyterlab.log", SHOTS / "jupyterlab.log")
 
 
 # ------------------------------------------------------------------ JupyterLab

@@ -17,14 +17,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import secrets
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
+
+import labserver  # JupyterLab as `make lab` serves it (browser_tests/labserver.py)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "build" / "browser"
@@ -97,54 +93,8 @@ def lab(tmp_path_factory):
          "execution_count": None},
         {"cell_type": "code", "id": "c2", "metadata": {}, "source": widget, "outputs": [],
          "execution_count": None}])
-    settings = tmp / "settings"
-    for plugin, values in {
-        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-    }.items():
-        f = settings / f"{plugin}.jupyterlab-settings"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps(values))
-    # the course's server configuration and Chinese font (custom.css), as `make lab` sets them
-    sys.path.insert(0, str(ROOT))
-    from tools import lab_setup
-
-    config_path, _ = lab_setup.write_server_config(tmp / "prefix")
-    lab_setup.write_custom_css(tmp / "config")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    token = secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
-           "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
-           f"--LabApp.workspaces_dir={tmp / 'workspaces'}"]
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        cmd.append("--allow-root")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "JUPYTER_CONFIG_DIR": str(tmp / "config"), "JUPYTER_DATA_DIR": str(tmp / "data"),
-           "JUPYTER_CONFIG_PATH": os.pathsep.join([str(config_path.parent),
-                                                   os.environ.get("JUPYTER_CONFIG_PATH", "")])}
-    log = open(tmp / "jupyterlab.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("JupyterLab did not start:\n" + (tmp / "jupyterlab.log").read_text()[-3000:])
-            time.sleep(0.5)
-    yield base, token
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with labserver.jupyterlab(tmp, root, cwd=root) as (base, token):
+        yield base, token
 
 
 def test_mock_interview_widget_and_most_asked(lab):

@@ -40,6 +40,7 @@ from torch import Tensor
 
 from .engine import (NO_MATCH, NOT_WRITTEN, Case, CheckResult, affine_params, error_text,
                      generator, mistakes, randn, run_cases)
+from . import kernels as _kernel_checks  # lesson 13's words for a missing or failing Triton
 
 __all__ = ["SOURCES", "check_deepnorm_residual", "check_makemore_batch_norm",
            "check_running_var_update", "check_residual_branches", "check_checkpoint_norm",
@@ -740,12 +741,9 @@ def _check_buffers(cls, title):
 # 7. a Triton kernel's row means of bfloat16 input
 # --------------------------------------------------------------------------------------
 KERNEL_TEXTS: dict[str, tuple[str, str]] = {
-    "not_available": (
-        "Triton is not installed here (Linux only; WSL on Windows), so the kernel cannot run.",
-        "这里没有安装 Triton（只支持 Linux；Windows 上可用 WSL），内核无法运行。"),
-    "raised": (
-        "the kernel raised an error (in the interpreter, or it is not a @triton.jit kernel): {detail}",
-        "内核运行时报错（在解释器中，或者它不是 @triton.jit 内核）：{detail}"),
+    # Triton missing, or the kernel raising: the words of lesson 13's kernel checkers
+    "not_available": _kernel_checks.MISTAKES["not_available"],
+    "raised": _kernel_checks.MISTAKES["raised"],
     "bf16_bit_patterns": _theirs(
         "bf16_bit_patterns",
         "right on float32 input, wrong on bfloat16: the row is reduced in bfloat16. Triton's "
