@@ -38,16 +38,11 @@ import time
 import pytest
 
 import labserver  # JupyterLab as `make lab` serves it (browser_tests/labserver.py)
+from conftest import SHOTS  # shared with the other browser tests (browser_tests/conftest.py)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
-SHOTS = BUILD / "browser"
 LESSON = os.environ.get("BROWSER_LESSON", "03_instance_and_group_norm")
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-# flags for a sandboxed machine with no network: no background connections, no GPU
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-dev-shm-usage"]
 RUN_ALL_TIMEOUT_S = 300
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -65,18 +60,6 @@ def _code_cells(nb: dict) -> list[dict]:
 
 
 # ------------------------------------------------------------------ fixtures
-
-@pytest.fixture(scope="session")
-def browser():
-    if not pathlib.Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium "
-                    "(apt-get install chromium) or set CHROMIUM=/path/to/chromium")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
 
 class Offline:
     """A browser context that refuses every request off this machine and records it, and

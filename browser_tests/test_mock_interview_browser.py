@@ -15,20 +15,14 @@ Screenshots go to ``build/browser/mock_*.png``. Chromium is Debian's (``$CHROMIU
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import pytest
 
 import labserver  # JupyterLab as `make lab` serves it (browser_tests/labserver.py)
+from conftest import SHOTS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHOTS = ROOT / "build" / "browser"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-dev-shm-usage"]
-
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 QUESTION_EN = """**Question 1. What does LayerNorm compute for a token $x \\in \\mathbb{R}^d$?**
@@ -97,14 +91,11 @@ def lab(tmp_path_factory):
         yield base, token
 
 
-def test_mock_interview_widget_and_most_asked(lab):
-    if not pathlib.Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}")
-    SHOTS.mkdir(parents=True, exist_ok=True)
+def test_mock_interview_widget_and_most_asked(lab, browser):
     base, token = lab
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
         page.goto(f"{base}/lab/tree/mock.ipynb?token={token}")
         page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
         page.wait_for_timeout(1000)
@@ -156,4 +147,5 @@ def test_mock_interview_widget_and_most_asked(lab):
         assert "Report / 报告: 0.50 of 2 (25%)" in report and "lesson 02 · LayerNorm" in report
         assert "Revise / 复习" in report
         cell.screenshot(path=str(SHOTS / "mock_report.png"))
-        browser.close()
+    finally:
+        context.close()

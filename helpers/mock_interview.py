@@ -710,14 +710,15 @@ class MockInterview:
         head = (f"Mock interview: {self.n} questions, seed {self.seed}, "
                 f"{self.seconds_per_question:g} s each / 模拟面试：{self.n} 道题，"
                 f"随机种子 {self.seed}，每题 {self.seconds_per_question:g} 秒")
-        md, plain = [head, ""], [head]
+        md, plain = [head], [head]
         for i, q in enumerate(self.selection, 1):
             first, *rest = [getattr(q, f"front_{lang}") for lang in self._langs()]
             md.append(f"{i}. [lesson {q.lesson} · {self._topic(q)}] {first}"
                       + "".join(f"<br>{r}" for r in rest))
             plain.append(f"{i}. [lesson {q.lesson} · {self._topic(q)}] {first}")
             plain.extend(f"   {r}" for r in rest)
-        _show("\n".join(md), "\n".join(plain))
+        # one block per question (blank lines between them): a slide deck can cut between them
+        _show("\n\n".join(md), "\n".join(plain))
 
     def start_question(self) -> Question:
         """Start the next question's clock and return it (no output)."""

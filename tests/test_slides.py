@@ -229,3 +229,24 @@ def test_slide_sizes_match_the_stylesheet():
     assert image and int(image.group(1)) == SLIDE_FIGURE_BOX[1]
     # the box's width is the slide's content width: the deck's slide less reveal.js's margins
     assert S.IMAGE_MAX == SLIDE_FIGURE_BOX and SLIDE_FIGURE_BOX[0] <= S.SLIDE_SIZE[0] - 40
+
+
+def test_a_tall_rendered_markdown_output_is_cut_between_its_blocks():
+    """A code cell whose markdown output (as helpers.mock_interview shows an answer) is taller
+    than a slide becomes several slides, each output a whole block of it, each fitting; a
+    markdown output with folded <details> (a list of answers to open) stays whole."""
+    blocks = [f"**Block {i}**\n\n- " + "\n- ".join(f"point {i}.{k} " + "word " * 12 for k in range(4))
+              for i in range(6)]
+    tall = "\n\n".join(blocks)
+    assert S.markdown_px(tall) > S.SLIDE_PX
+    cell = nbformat.v4.new_code_cell("show()", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/markdown": tall, "text/plain": tall})])
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    parts = S.split_for_slides(nb).cells
+    assert len(parts) > 1
+    shown = "\n\n".join(o["data"]["text/markdown"] for p in parts for o in p.outputs)
+    assert sorted(S._markdown_blocks(shown)) == sorted(S._markdown_blocks(tall))  # nothing lost or cut inside
+    assert all(S.output_px(p) <= S.SLIDE_PX for p in parts[1:])
+    folded = "\n\n".join(f"<details><summary>{i}</summary>\n\n{b}\n\n</details>" for i, b in enumerate(blocks))
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": folded, "text/plain": folded})]
+    assert len(S.split_for_slides(nbformat.v4.new_notebook(cells=[cell])).cells) == 1

@@ -114,14 +114,16 @@ async ([tol, quietMs, settleMax]) => {
     // as it appears (the deck's own scroll styles undone, as below), then once settled
     const undo = () => ['height', 'overflow-y', 'margin-top'].map(p => s.style.removeProperty(p));
     undo();
+    // only typeset math and pictures change a slide after it is shown (the fonts are awaited
+    // below), so the height as it appears is needed only where growth is looked for (the
+    // first window) and the slide holds one of them
+    const late = quietMs > 0 && s.querySelector(LATE) !== null;
     const scale0 = area.getBoundingClientRect().width / W;
-    const shown = (contentBottom(s) - s.getBoundingClientRect().top) / scale0;
+    const shown = late ? (contentBottom(s) - s.getBoundingClientRect().top) / scale0 : null;
     await mathIdle();
     await Promise.all([...s.querySelectorAll('img')].map(i => i.decode().catch(() => null)));
     await document.fonts.ready;
-    // only typeset math and pictures change a slide after it is shown (the fonts are awaited
-    // above): a slide with neither has nothing to wait for
-    if (quietMs > 0 && s.querySelector(LATE)) await quiet(s, quietMs, settleMax);
+    if (late) await quiet(s, quietMs, settleMax);
     s.style.removeProperty('height');
     s.style.removeProperty('overflow-y');
     s.style.removeProperty('margin-top');
@@ -176,7 +178,7 @@ async ([tol, quietMs, settleMax]) => {
                        px: Math.round(m.getBoundingClientRect().height / scale)});
       }
     }
-    if (quietMs > 0 && height - shown > tol) {
+    if (late && height - shown > tol) {
       problems.push({what: 'grows after it is shown', tag: 'section', cell: '',
                      px: Math.round(height - shown), from: Math.round(shown),
                      height: Math.round(height)});

@@ -176,6 +176,9 @@ def _output_height(out: dict) -> float:
         return IMAGE_PAD_PX + image_px(_png_size(data["image/png"]), out.get("metadata", {}).get("image/png"))
     if "application/vnd.jupyter.widget-view+json" in data:
         return IMAGE_MAX[1]
+    markdown = _markdown_output(out)
+    if markdown is not None:  # rendered as markdown, as a markdown cell is
+        return markdown_px(markdown) + OUTPUT_PAD_PX if markdown.strip() else 0.0
     if out.get("output_type") == "error":
         text = "\n".join(out.get("traceback", [])[-1:])
     else:
@@ -183,6 +186,18 @@ def _output_height(out: dict) -> float:
         text = "".join(text) if isinstance(text, list) else text
     text = text.removeprefix("\n").rstrip("\n")
     return _wrapped(text, CODE_CHARS) * CODE_PX + OUTPUT_PAD_PX if text.strip() else 0.0
+
+
+def _markdown_output(out: dict) -> str | None:
+    """The markdown of an output that a page renders as markdown (``text/markdown`` and no
+    richer kind that a page would show first), else ``None``."""
+    data = out.get("data", {})
+    if "text/markdown" not in data or any(k in data for k in ("text/html", "image/svg+xml", "image/jpeg", "text/latex")):
+        return None
+    text = data["text/markdown"]
+    text = "".join(text) if isinstance(text, list) else text
+    # folded <details> show only their summaries, and cannot be cut between their blocks
+    return None if "<details" in text else text
 
 
 def output_px(cell: nbformat.NotebookNode) -> float:
@@ -385,15 +400,22 @@ def _continued(cell: nbformat.NotebookNode, k: int, **changes) -> nbformat.Noteb
 
 def _split_code(cell: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     """``cell`` as one or more cells whose outputs fit a slide each: text outputs are cut
-    between lines; the code shows on the first slide only."""
+    between lines, rendered markdown taller than a slide between its blocks; the code shows
+    on the first slide only."""
     hidden = OUTPUT_ONLY_TAG in cell.metadata.get("tags", [])
     items = []  # (height, output); text outputs one line each
     for out in cell.get("outputs", []):
+        markdown = _markdown_output(out)
         if out.get("output_type") == "stream" and out.get("text", "").strip():
             text = out["text"]
             for line in text.removeprefix("\n").splitlines(keepends=True):
                 items.append((_wrapped(line.rstrip("\n"), CODE_CHARS) * CODE_PX,
                               nbformat.v4.new_output("stream", name=out.get("name", "stdout"), text=line)))
+        elif markdown is not None and markdown_px(markdown) + OUTPUT_PAD_PX > SLIDE_PX - CELL_PX - OUTPUT_PAD_PX:
+            # rendered markdown taller than a slide: cut between its blocks, as a markdown cell
+            for block in _markdown_blocks(markdown):
+                items.append((markdown_px(block) + OUTPUT_PAD_PX, nbformat.v4.new_output(
+                    "display_data", data={"text/markdown": block, "text/plain": block})))
         else:
             items.append((_output_height(out), out))
     first = SLIDE_PX - (0 if hidden else source_px(cell)) - CELL_PX - OUTPUT_PAD_PX
