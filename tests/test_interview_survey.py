@@ -148,8 +148,23 @@ def test_check_finds_unmapped_and_stale_questions(tmp_path):
     path.write_text(json.dumps(s), encoding="utf-8")
     assert S.main(["--survey", str(path), "--notebooks", str(tmp_path)]) == 1
     s["questions"]["01:q2"] = {"front": "New?", "asked": []}
+    s["questions"]["01:q1"]["front"] = "P, as first worded?"
     path.write_text(json.dumps(s), encoding="utf-8")
     assert S.main(["--survey", str(path), "--notebooks", str(tmp_path)]) == 0
+    # --sync: the pool's fronts, pool order, the stale entry gone, the mappings kept
+    page = tmp_path / "page.md"
+    assert S.main(["--survey", str(path), "--notebooks", str(tmp_path), "--sync",
+                   "--markdown", "--page", str(page)]) == 0
+    synced = S.load(path)
+    assert synced["questions"] == {"01:q1": {"front": "P?", "asked": ["x"]},
+                                   "01:q2": {"front": "New?", "asked": []}}
+    assert synced["sources"] == s["sources"] and synced["asked"] == s["asked"]
+    assert page.read_text(encoding="utf-8") == S.markdown(synced)
+    # an unmapped question is not mapped by --sync
+    del synced["questions"]["01:q2"]
+    S.dump(synced, path)
+    assert S.main(["--survey", str(path), "--notebooks", str(tmp_path), "--sync"]) == 1
+    assert "01:q2" not in S.load(path)["questions"]
 
 
 def test_the_page_is_the_json_rendered():

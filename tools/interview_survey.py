@@ -19,9 +19,12 @@ Command line (from the repository root)::
     python -m tools.interview_survey                      # check: pool questions lacking a mapping
     python -m tools.interview_survey --notebooks DIR      # the same against another notebooks folder
     python -m tools.interview_survey --markdown           # rewrite docs/interview_survey.md
+    python -m tools.interview_survey --sync --markdown    # after lessons changed: fronts and page
 
 The check prints the pool questions with no entry under ``questions`` (and entries that are no
-longer in the pool) and exits with status 1 if any pool question is unmapped.
+longer in the pool, and fronts that were reworded) and exits with status 1 if any pool question
+is unmapped. ``--sync`` rewrites the JSON with the pool's current English fronts and without the
+entries no longer in the pool; it maps nothing: an unmapped question needs a person to read it.
 """
 
 from __future__ import annotations
@@ -122,6 +125,22 @@ def check(survey: dict, notebooks: pathlib.Path = NOTEBOOKS) -> tuple[list[str],
     return unmapped, stale
 
 
+def sync(survey: dict, notebooks: pathlib.Path = NOTEBOOKS) -> dict:
+    """``survey`` with the pool's English fronts, its entries in pool order, and without the
+    entries whose key is no longer in the pool of ``notebooks``. Unmapped questions stay
+    unmapped."""
+    keys = pool(notebooks)
+    questions = {k: {"front": front, "asked": survey["questions"][k]["asked"]}
+                 for k, front in keys.items() if k in survey["questions"]}
+    return {"sources": survey["sources"], "asked": survey["asked"], "questions": questions}
+
+
+def dump(survey: dict, path: pathlib.Path = SURVEY) -> None:
+    """Write ``survey`` as the repository keeps it (UTF-8, indented, final newline)."""
+    pathlib.Path(path).write_text(json.dumps(survey, ensure_ascii=False, indent=1) + "\n",
+                                  encoding="utf-8")
+
+
 def ranking(survey: dict) -> list[tuple[str, int]]:
     """Canonical ids with the number of sources asking each, most asked first (ties by id)."""
     return sorted(((cid, len(a["sources"])) for cid, a in survey["asked"].items()),
@@ -167,7 +186,9 @@ weighted and ordered by it, and lesson 12 opens with the most asked questions.
    `helpers.mock_interview.load_questions` reads them) is mapped to the canonical questions it
    answers, or to none. Its frequency is the number of distinct collections asking any of them.
 5. `python -m tools.interview_survey` lists the pool questions that lack a mapping (exit status 1
-   if any); `python -m tools.interview_survey --markdown` rewrites this page from the JSON.
+   if any) and the questions reworded since they were mapped; `--sync` takes the pool's current
+   fronts into the JSON and drops questions no longer in the pool; `--markdown` rewrites this
+   page from the JSON.
 """
 
 _CAVEATS = """\
@@ -260,17 +281,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--survey", type=pathlib.Path, default=SURVEY)
     parser.add_argument("--notebooks", type=pathlib.Path, default=NOTEBOOKS)
     parser.add_argument("--markdown", action="store_true",
-                        help=f"rewrite {MARKDOWN.relative_to(ROOT)} from the JSON")
+                        help="rewrite the page (docs/interview_survey.md) from the JSON")
+    parser.add_argument("--sync", action="store_true",
+                        help="rewrite the JSON with the pool's fronts, without stale entries")
+    parser.add_argument("--page", type=pathlib.Path, default=MARKDOWN, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     survey = load(args.survey)
     bad = problems(survey)
     for p in bad:
         print(f"malformed: {p}")
-    if args.markdown:
-        MARKDOWN.write_text(markdown(survey), encoding="utf-8")
-        print(f"wrote {MARKDOWN.relative_to(ROOT)}")
-    unmapped, stale = check(survey, args.notebooks)
     keys = pool(args.notebooks)
+    for k, front in keys.items():
+        if k in survey["questions"] and survey["questions"][k]["front"] != front:
+            print(f"reworded: {k}  {survey['questions'][k]['front']!r} -> {front!r}")
+    if args.sync and not bad:
+        survey = sync(survey, args.notebooks)
+        dump(survey, args.survey)
+        print(f"wrote {args.survey}")
+    if args.markdown:
+        args.page.write_text(markdown(survey), encoding="utf-8")
+        print(f"wrote {args.page}")
+    unmapped, stale = check(survey, args.notebooks)
     for k in unmapped:
         print(f"unmapped: {k}  {keys[k]}")
     for k in stale:
