@@ -200,8 +200,9 @@ _CAVEATS = """\
   BatchNorm.
 - **Counts are presence, not weighted popularity**: a 40-question grill and a one-question blog
   post count the same, once per canonical question. Collections copy each other (several Chinese
-  lists share wording), so counts are not independent; an obvious copy of a list already counted
-  (a CSDN mirror of the km1994 question list) was not counted again.
+  lists share wording), so counts are not independent; where one collection copies another's
+  questions word for word, only the original is credited (DA-southampton's Transformer list,
+  reproduced in wdndev's notes; a CSDN mirror of the km1994 question list was not counted).
 - **Merging is a judgement**: where a course question answers a broader or narrower canonical
   question it is mapped to it; a frequency of 0 means no surveyed collection asks it, not that
   interviewers never do (kernel, DyT and norm-free questions are asked in the papers' own
