@@ -207,6 +207,9 @@ _CAVEATS = """\
   question it is mapped to it; a frequency of 0 means no surveyed collection asks it, not that
   interviewers never do (kernel, DyT and norm-free questions are asked in the papers' own
   discussions, not in these lists).
+- Practical questions (weight decay on γ and β, freezing BatchNorm for fine-tuning, BatchNorm
+  under SWA / EMA or int8) are discussed in Q&A threads and blog posts, but no surveyed interview
+  collection poses them; they count 0 here.
 - Stored copies are not live pages: a collection may have changed since the commit read.
 """
 
