@@ -112,8 +112,12 @@ def pool(notebooks: pathlib.Path = NOTEBOOKS) -> dict[str, str]:
             m = QUESTION_CELL.match("".join(source) if isinstance(source, list) else source)
             if m:
                 ids.setdefault(_unnumbered(m["front"]), cell["id"])
-    return {f"{q.lesson}:{cells[q.lesson][q.front_en]}": q.front_en
-            for q in load_questions(paths)}
+    try:  # frequencies are not wanted here, and must not depend on the survey being read
+        questions = load_questions(paths, survey=None)
+    except TypeError:  # a load_questions without the survey argument
+        questions = load_questions(paths)
+    return {f"{q.lesson}:{getattr(q, 'cell_id', '') or cells[q.lesson][q.front_en]}": q.front_en
+            for q in questions}
 
 
 def check(survey: dict, notebooks: pathlib.Path = NOTEBOOKS) -> tuple[list[str], list[str]]:
