@@ -250,3 +250,14 @@ def test_a_tall_rendered_markdown_output_is_cut_between_its_blocks():
     folded = "\n\n".join(f"<details><summary>{i}</summary>\n\n{b}\n\n</details>" for i, b in enumerate(blocks))
     cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": folded, "text/plain": folded})]
     assert len(S.split_for_slides(nbformat.v4.new_notebook(cells=[cell])).cells) == 1
+    # a long list of headings, each with its folded answer: cut between them, never inside one
+    many = "\n\n".join(f"**{i}. a question**<br>a second line\n<small>asked in 3 of 29</small>\n\n"
+                        f"<details><summary>Answer</summary>\n\n{blocks[0]}\n\n</details>" for i in range(20))
+    cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": many, "text/plain": many})]
+    parts = S.split_for_slides(nbformat.v4.new_notebook(cells=[cell])).cells
+    assert len(parts) > 1
+    for part in parts:
+        for out in part.outputs:
+            md = out["data"]["text/markdown"]
+            assert md.count("<details") == md.count("</details>") == md.count("**") // 2 - md.count("**Block")
+    assert sum(o["data"]["text/markdown"].count("<details") for p in parts for o in p.outputs) == 20

@@ -178,7 +178,7 @@ def _output_height(out: dict) -> float:
         return IMAGE_MAX[1]
     markdown = _markdown_output(out)
     if markdown is not None:  # rendered as markdown, as a markdown cell is
-        return markdown_px(markdown) + OUTPUT_PAD_PX if markdown.strip() else 0.0
+        return _output_markdown_px(markdown) + OUTPUT_PAD_PX if markdown.strip() else 0.0
     if out.get("output_type") == "error":
         text = "\n".join(out.get("traceback", [])[-1:])
     else:
@@ -195,9 +195,37 @@ def _markdown_output(out: dict) -> str | None:
     if "text/markdown" not in data or any(k in data for k in ("text/html", "image/svg+xml", "image/jpeg", "text/latex")):
         return None
     text = data["text/markdown"]
-    text = "".join(text) if isinstance(text, list) else text
-    # folded <details> show only their summaries, and cannot be cut between their blocks
-    return None if "<details" in text else text
+    return "".join(text) if isinstance(text, list) else text
+
+
+_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
+
+
+def _output_markdown_blocks(text: str) -> list[str]:
+    """The blocks of a rendered markdown output, as :func:`_markdown_blocks`, except that a
+    folded ``<details>`` element stays whole and stays with the block just before it (its
+    heading: a list of answers to open, as lesson 12's most asked)."""
+    blocks, depth = [], 0
+    for block in _markdown_blocks(text):
+        opens = block.count("<details")
+        if depth > 0 or (opens and blocks and blocks[-1].count("<details") == 0 and depth == 0
+                         and block.lstrip().startswith("<details")):
+            blocks[-1] += "\n\n" + block
+        else:
+            blocks.append(block)
+        depth += opens - block.count("</details>")
+    return blocks
+
+
+def _output_markdown_px(text: str) -> float:
+    """Estimated height of rendered markdown on a slide: as a markdown cell, except that a
+    folded ``<details>`` element shows only its summary line."""
+    height = 0.0
+    for block in _output_markdown_blocks(text):
+        shown = block.split("<details")[0]
+        height += markdown_px(shown) if shown.strip() else 0.0
+        height += sum(markdown_px(m) for m in _SUMMARY.findall(block))
+    return height
 
 
 def output_px(cell: nbformat.NotebookNode) -> float:
@@ -411,10 +439,11 @@ def _split_code(cell: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
             for line in text.removeprefix("\n").splitlines(keepends=True):
                 items.append((_wrapped(line.rstrip("\n"), CODE_CHARS) * CODE_PX,
                               nbformat.v4.new_output("stream", name=out.get("name", "stdout"), text=line)))
-        elif markdown is not None and markdown_px(markdown) + OUTPUT_PAD_PX > SLIDE_PX - CELL_PX - OUTPUT_PAD_PX:
+        elif markdown is not None and _output_markdown_px(markdown) + OUTPUT_PAD_PX > SLIDE_PX - CELL_PX - OUTPUT_PAD_PX:
             # rendered markdown taller than a slide: cut between its blocks, as a markdown cell
-            for block in _markdown_blocks(markdown):
-                items.append((markdown_px(block) + OUTPUT_PAD_PX, nbformat.v4.new_output(
+            # (a folded <details> whole, with the block before it)
+            for block in _output_markdown_blocks(markdown):
+                items.append((_output_markdown_px(block) + OUTPUT_PAD_PX, nbformat.v4.new_output(
                     "display_data", data={"text/markdown": block, "text/plain": block})))
         else:
             items.append((_output_height(out), out))
