@@ -208,8 +208,9 @@ def _output_markdown_blocks(text: str) -> list[str]:
     blocks, depth = [], 0
     for block in _markdown_blocks(text):
         opens = block.count("<details")
-        if depth > 0 or (opens and blocks and blocks[-1].count("<details") == 0 and depth == 0
-                         and block.lstrip().startswith("<details")):
+        inside = depth > 0  # the rest of a <details> that an earlier block opened
+        heading = block.lstrip().startswith("<details") and blocks and "<details" not in blocks[-1]
+        if inside or heading:
             blocks[-1] += "\n\n" + block
         else:
             blocks.append(block)
