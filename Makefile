@@ -53,9 +53,13 @@ check-python:
 # `import helpers` works from any folder and in every kernel of this venv. TORCH_INDEX= (for
 # example https://download.pytorch.org/whl/cpu) first installs torch from that index.
 TORCH_PIN := $(shell grep -m1 '^torch==' requirements.txt)
+# pip itself first, at its pin: the pip a venv starts with (23.0.1 with Debian 12's Python)
+# installs the requirements more slowly (pip 23.2.1: 91 s, the pinned 26.3: 73 s, on 2 cores)
+PIP_PIN := $(shell grep -m1 '^pip==' requirements.txt)
 PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --no-input
 $(STAMP): requirements.txt constraints-cuda.txt pyproject.toml | check-python
 	"$(PYTHON)" -m venv $(VENV)
+	$(PIP_INSTALL) $(PIP_PIN)
 	$(if $(TORCH_INDEX),$(PIP_INSTALL) $(TORCH_PIN) --index-url $(TORCH_INDEX))
 	$(PIP_INSTALL) -r requirements.txt
 	$(PIP_INSTALL) -e .

@@ -376,11 +376,11 @@ def test_slides_offline(browser):
 # ------------------------------------------------------------------ every slide fits
 
 def test_every_slide_fits_the_screen(browser):
-    """Each deck of each language is loaded once per window size (by two Chromiums side by
-    side, tools.slide_fit.run_jobs) and all its slides are
-    measured in one script (tools.slide_fit.MEASURE_JS), each once it has settled (its math
-    typeset): none may be taller than the deck, grow after it is shown, or hold a formula
-    broken across lines in a table. Every page of the HTML edition, in both languages, is
+    """Each deck of each language is loaded once (by two Chromiums side by side,
+    tools.slide_fit.run_jobs) and all its slides are measured in one script
+    (tools.slide_fit.MEASURE_JS) in each window size, the page resized between them, each
+    slide once it has settled (its math typeset): none may be taller than the deck, grow after
+    it is shown, or hold a formula broken across lines in a table. Every page of the HTML edition, in both languages, is
     opened once: no formula in a table cell may be broken across lines (tools.slide_fit.HTML_JS)."""
     from tools import slide_fit
     from tools.course import lessons
@@ -410,6 +410,31 @@ def test_every_slide_fits_the_screen(browser):
     assert all(r.slides for r in reports)
     assert not lines, (f"{len(lines)} problems (HTML pages: formulas broken in table cells; decks: "
                        f"slide h/v, window):\n" + "\n".join(lines))
+
+
+def test_a_resized_deck_measures_as_one_loaded_at_that_size(browser):
+    """tools.slide_fit loads each deck once and measures the second window size by resizing
+    the page: on a deck, every slide's height, cell heights and problems are the same as on a
+    page that loaded the deck at that size. The deck's own slidechanged handler is switched
+    off while a deck is walked and is back afterwards."""
+    from tools import slide_fit
+
+    (lang, path), = slide_fit.deck_paths(["zh"], ["14"])
+    small, large = slide_fit.WINDOWS
+    fresh_context = slide_fit._context(browser, large)
+    resized_context = slide_fit._context(browser, small)
+    try:
+        fresh = slide_fit.measure_page(fresh_context.new_page(), lang, path, large, growth=False)
+        page = resized_context.new_page()
+        first = slide_fit.measure_page(page, lang, path, small, growth=False)
+        resized = slide_fit.measure_page(page, lang, path, large, growth=False, load=False)
+        assert page.viewport_size == {"width": large[0], "height": large[1]}
+        assert page.evaluate("window.courseSlideChanged.length") == 1
+    finally:
+        fresh_context.close()
+        resized_context.close()
+    assert len(fresh.slides) == len(first.slides) > 20
+    assert resized.slides == fresh.slides
 
 
 # ------------------------------------------------------------------ the reading edition's contents, the speaker view

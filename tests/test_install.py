@@ -161,6 +161,12 @@ def readme_cpu_torch():
     return blocks[0]
 
 
+# the pip that the install puts in first (the pin of requirements.txt, where the venv's own
+# pip then installs the rest from)
+PIP_PIN = next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
+               if line.startswith("pip=="))
+
+
 def make_install_recipe(*args):
     """The commands `make` runs to create .venv (dry run, PYTHON=python3 as in the README)."""
     out = make("-n", "-B", ".venv/.installed", "PYTHON=python3", *args)
@@ -183,6 +189,7 @@ def test_readme_commands_are_the_makefile_recipe():
     readme = readme_no_make("bash")
     assert readme == [
         "python3 -m venv .venv",
+        f".venv/bin/python -m pip install {PIP_PIN}",
         ".venv/bin/python -m pip install -r requirements.txt",
         ".venv/bin/python -m pip install -e .",
         ".venv/bin/python -m tools.lab_setup",
@@ -209,14 +216,15 @@ def test_readme_cpu_torch_is_the_makefile_option():
     step = f".venv/bin/python -m pip install {torch_pin} --index-url " \
            "https://download.pytorch.org/whl/cpu"
     assert step in cpu
+    assert cpu[cpu.index(step) - 1] == f".venv/bin/python -m pip install {PIP_PIN}"
     recipe = make_install_recipe("TORCH_INDEX=https://download.pytorch.org/whl/cpu")
-    assert recipe[1] == step
-    assert [recipe[0], *recipe[2:]] == make_install_recipe()
+    assert recipe[2] == step
+    assert [*recipe[:2], *recipe[3:]] == make_install_recipe()
 
 
 def test_ci_runs_the_readme_commands_on_its_fresh_clone():
     ci = commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
-    assert ci.index(".ci/readme_install") < ci.index("make test")
+    assert ci.index(".ci/readme_install") < ci.index("make test || failed=1")
     out = subprocess.run([sys.executable, str(ROOT / ".ci" / "readme_install"), "--print"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -129,6 +129,15 @@ def _read_manifest(folder: pathlib.Path) -> dict[str, str]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _write(target: pathlib.Path, text: str) -> None:
+    """Write ``text`` to ``target`` whole or not at all: into a file beside it, then renamed
+    over it, so that a reader at the same time (the tests of ``tests/test_editions.py``, which
+    CI runs while the editions are built) sees the old file or the new one, never half of it."""
+    part = target.with_name(f".{target.name}.part")
+    part.write_text(text, encoding="utf-8")
+    os.replace(part, target)
+
+
 def record_exported(targets: list[pathlib.Path]) -> None:
     """Record ``targets`` (copies in one language folder) as written by the export, so that a
     later ``keep_edited`` export may refresh them (:func:`export_notebooks`)."""
@@ -159,7 +168,8 @@ def export_notebooks(langs: list[str], lessons: list[pathlib.Path], out: pathlib
                      f"(python -m tools.restore {path.stem[:2]} --edition {lang} replaces it)")
                 continue
             nb = single_language(nbformat.read(path, as_version=4), lang)
-            nbformat.write(nb, target)
+            text = nbformat.writes(nb)
+            _write(target, text if text.endswith("\n") else text + "\n")  # as nbformat.write
             written.append(target)
             _log(f"[notebooks] {target.relative_to(out.parent)}  ({len(nb.cells)} cells)")
         record_exported([t for t in written if t.parent == folder])
@@ -329,7 +339,7 @@ def _export_page(job: tuple) -> tuple[pathlib.Path, str]:
     }
     body, _ = exporter.from_notebook_node(nb, resources=resources)
     target = folder / _page_name(path, kind)
-    target.write_text(body, encoding="utf-8")
+    _write(target, body)
     return target, (f"[{kind}] {target.relative_to(out.parent)}  ({len(body) / 1e6:.1f} MB, "
                     f"{time.perf_counter() - start:.1f} s)")
 
@@ -470,7 +480,7 @@ def write_index(root: pathlib.Path, kind: str) -> pathlib.Path:
 </html>
 """
     target = root / "index.html"
-    target.write_text(page, encoding="utf-8")
+    _write(target, page)
     _log(f"[{kind}] {target.relative_to(root.parent.parent)}")
     return target
 

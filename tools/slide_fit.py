@@ -1,9 +1,12 @@
 """Does every slide of the reveal.js decks fit the screen? Measured in headless Chromium.
 
-Each deck of ``make slides`` (``build/slides/{en,zh}/NN_x.slides.html``) is opened once per
-browser window size; one script walks all of the deck's slides (``Reveal.getSlides()``),
-shows each in turn with the template's scrolling undone, and measures it in the deck's own
-units (the 960 × 700 slide, whatever the window's scale):
+Each deck of ``make slides`` (``build/slides/{en,zh}/NN_x.slides.html``) is opened once, in
+the first window size, then the window is resized to each other size (reveal.js lays the deck
+out again on a resize; a resized deck measures exactly as one loaded at that size, which
+``browser_tests/test_browser.py`` checks on a deck). For each size, one script walks all of the
+deck's slides (``Reveal.getSlides()``), shows each in turn with the template's scrolling
+switched off, and measures it in the deck's own units (the 1240 × 700 slide, whatever the
+window's scale):
 
 * **too tall**: the slide's content reaches below the slide's height (it would be cut off);
 * **cut at the right**: a code or text-output line (a ``pre`` / ``code``, or any box that
@@ -60,16 +63,35 @@ BROKEN_JS = """m => [...m.querySelectorAll('.mjx-stack')].some(
     st => [...st.children].filter(c => c.classList.contains('mjx-block')).length > 1)
   || m.getClientRects().length > 1"""
 
+# The deck template's 'slidechanged' handler (setScrollingSlide) gives a slide taller than the
+# deck scrolling styles, which the measurement below undoes on every slide anyway; finding the
+# tall slides costs it a jQuery height() of every slide in the stack at each change, about 60 %
+# of the time a deck takes to walk. This script, run before the deck's own, keeps the
+# handlers that are added, so that MEASURE_JS can switch them off while it walks the deck
+# (and on again after).
+KEEP_SLIDECHANGED_JS = """
+(() => {
+  const add = EventTarget.prototype.addEventListener;
+  window.courseSlideChanged = [];
+  EventTarget.prototype.addEventListener = function (type, fn, options) {
+    if (type === 'slidechanged') window.courseSlideChanged.push([this, fn, options]);
+    return add.call(this, type, fn, options);
+  };
+})()
+"""
+
 # One call measures every slide of the open deck. For each slide: go to it (reveal lays it
 # out), note the content's height as it appears, wait until it has settled (math typeset,
 # pictures decoded, fonts loaded, no change for QUIET_MS), undo the template's scrolling
-# styles, then walk its elements. Heights and widths are in slide units: client
-# rectangles divided by the scale of the slide area.
+# styles (none are set while its handler is off), then walk its elements. Heights and widths
+# are in slide units: client rectangles divided by the scale of the slide area.
 MEASURE_JS = """
 async ([tol, quietMs, settleMax]) => {
   // the template loads reveal.js with require.js: take the module it defined
   const mods = require.s.contexts._.defined;
   const Reveal = window.Reveal || mods[Object.keys(mods).find(k => k.endsWith('dist/reveal.js'))];
+  const handlers = [...(window.courseSlideChanged || [])];
+  for (const [target, fn, options] of handlers) target.removeEventListener('slidechanged', fn, options);
   const cfg = Reveal.getConfig();
   const W = cfg.width, H = cfg.height;
   const area = document.querySelector('.reveal .slides');
@@ -198,6 +220,8 @@ async ([tol, quietMs, settleMax]) => {
     out.push({h, v, height: Math.round(height), problems, cells});
   }
   Reveal.slide(0, 0);
+  for (const [target, fn, options] of handlers) target.addEventListener('slidechanged', fn, options);
+  window.courseSlideChanged = handlers;  // (adding them again recorded them twice)
   return {width: W, height: H, slides: out};
 }
 """
@@ -283,10 +307,17 @@ def wait_typeset(page) -> None:
 
 
 def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int],
-                 growth: bool = True) -> DeckReport:
-    """Measure every slide of the deck at ``path`` (opened here in ``page``); with
-    ``growth``, wait until each slide has settled and report one that grew after it was shown."""
-    open_deck(page, path)
+                 growth: bool = True, load: bool = True) -> DeckReport:
+    """Measure every slide of the deck at ``path`` in ``page`` at ``window``; with ``growth``,
+    wait until each slide has settled and report one that grew after it was shown. With
+    ``load`` the deck is opened here; without, ``page`` holds it already and is resized to
+    ``window`` (reveal.js lays the deck out again) before it is measured."""
+    if load:
+        open_deck(page, path)
+    if page.viewport_size != {"width": window[0], "height": window[1]}:
+        page.set_viewport_size({"width": window[0], "height": window[1]})
+        # reveal.js lays out on the window's resize event: wait for two frames, then once more
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     result = page.evaluate(MEASURE_JS, [TOLERANCE_PX, QUIET_MS if growth else 0, SETTLE_MAX_MS])
     return DeckReport(lang, path.name.removesuffix(".slides.html"), window,
                       (result["width"], result["height"]), result["slides"])
@@ -299,6 +330,7 @@ def _context(browser, window):
     # the decks and pages load everything from disk; refuse anything else
     context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(
         ("file://", "data:", "blob:")) else r.abort())
+    context.add_init_script(KEEP_SLIDECHANGED_JS)
     return context
 
 
@@ -368,28 +400,37 @@ def run_jobs(jobs: list, browser=None, workers: int = 1) -> list:
 
 def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None,
             workers: int = 1) -> list[DeckReport]:
-    """Every deck loaded once per window size (one page per window, per worker). ``log``
-    gets each summary. Slides that grow after they are shown are looked for in the first
-    window only (a slide's growth does not depend on the window; waiting for each slide to
-    settle takes time). ``workers`` > 1: that many Chromiums share the decks
-    (:func:`run_jobs`; ``browser`` is then not used)."""
+    """Every deck loaded once, in the first window size, then measured in each window size
+    in turn (the page resized, :func:`measure_page`); the reports are returned window by
+    window, decks in order. ``log`` gets each summary. Slides that grow after they are shown
+    are looked for in the first window only (a slide's growth does not depend on the window;
+    waiting for each slide to settle takes time). ``workers`` > 1: that many Chromiums share
+    the decks (:func:`run_jobs`; ``browser`` is then not used)."""
     import threading
 
     lock = threading.Lock()
 
-    def job(lang, path, window):
-        def run(page):
-            report = measure_page(page(window), lang, path, window, growth=window == windows[0])
-            if log:
-                with lock:
-                    log(report.summary())
-                    for line in report.offender_lines():
-                        log(line)
-            return report
+    def job(lang, path):
+        def run(page_of):
+            page = page_of(windows[0])
+            reports = []
+            try:
+                for window in windows:
+                    report = measure_page(page, lang, path, window, growth=window == windows[0],
+                                          load=window == windows[0])
+                    reports.append(report)
+                    if log:
+                        with lock:
+                            log(report.summary())
+                            for line in report.offender_lines():
+                                log(line)
+            finally:  # the next deck starts in the first window
+                page.set_viewport_size({"width": windows[0][0], "height": windows[0][1]})
+            return reports
         return run
 
-    return run_jobs([job(lang, path, window) for window in windows for lang, path in decks],
-                    browser, workers)
+    per_deck = run_jobs([job(lang, path) for lang, path in decks], browser, workers)
+    return [reports[i] for i in range(len(windows)) for reports in per_deck]
 
 
 # The HTML edition: every formula in a table cell, and every table, once the page's math is
