@@ -224,7 +224,7 @@ def test_readme_cpu_torch_is_the_makefile_option():
 
 def test_ci_runs_the_readme_commands_on_its_fresh_clone():
     ci = commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
-    assert ci.index(".ci/readme_install") < ci.index("make test")
+    assert ci.index(".ci/readme_install") < ci.index("make test || failed=1")
     out = subprocess.run([sys.executable, str(ROOT / ".ci" / "readme_install"), "--print"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -5,6 +5,7 @@ README's own test command (then the exports and the browser test)."""
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -32,21 +33,40 @@ def test_ci_runs_the_readme_test_command():
     assert "make test   # run every test" in readme
     commands = [line.strip() for line in ci.splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
-    makes = [c for c in commands if c.startswith("make ")]
-    # uv and Playwright installed first, the resolution of the pins beside the tests, the
-    # README's command, the lessons on a second CPU code path, then the editions, built once,
-    # their check against the bilingual notebooks and the browser test on what was built
+    makes = [c for c in commands if "make " in c and not c.startswith("#")]
+    # uv and Playwright installed first, the resolution of the pins beside the tests, then three
+    # jobs side by side: the editions (built once) with their check and the browser test on what
+    # was built, the lessons on a second CPU code path, and the README's command
     assert makes == ["make .venv/.installed-resolve .venv/.installed-browser",
                      "make test-resolve > build/ci-test-resolve.log 2>&1 &",
-                     "make test", "make test-cpu-path CPU_PATH=default",
-                     "make export slides", "make test-exports EXPORTED=1",
-                     "make test-browser EXPORTED=1"]
-    assert commands.index("set -euo pipefail") < commands.index("make test")
-    assert 'if wait "$resolve"; then cat build/ci-test-resolve.log' in commands  # its failure counts
-    # Debian's packages install beside the Python install; a failure stops the run before the tests
-    assert commands.index("apt=$!") < commands.index(".ci/readme_install")
-    assert 'if [ -n "$apt" ] && ! wait "$apt"; then' in commands
-    assert commands.index('if [ -n "$apt" ] && ! wait "$apt"; then') < commands.index("make test")
+                     "( make export slides && make test-exports EXPORTED=1 && make test-browser EXPORTED=1 ) \\",
+                     "make test-cpu-path CPU_PATH=default > build/ci-test-cpu-path.log 2>&1 &",
+                     "make test || failed=1"]
+    assert commands.index("set -euo pipefail") < commands.index("make test || failed=1")
+    # every background job is waited for and its failure counts
+    for job in ("cpu_path", "editions", "resolve"):
+        assert f"{job}=$!" in commands
+        assert re.search(rf'"{job} build/ci-[\w-]+\.log"', ci), job
+    assert 'if wait "${!1}"; then cat "$2"; else cat "$2"; echo "CI job $1 ($2) failed" >&2; failed=1; fi' in commands
+    assert commands[-1] == 'exit "$failed"'
+
+
+def test_ci_fails_when_a_background_job_fails(tmp_path):
+    """.ci/run's way of waiting: a job that fails in the background fails the run, after every
+    job's output is printed (the loop of .ci/run, run on stand-in jobs)."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    loop = ci[ci.index("for job in"):ci.index('exit "$failed"') + len('exit "$failed"')]
+    script = tmp_path / "jobs.sh"
+    script.write_text(
+        "set -euo pipefail\ncd " + str(tmp_path) + "\nmkdir -p build\n"
+        "(echo cpu; exit 0) > build/ci-test-cpu-path.log 2>&1 &\ncpu_path=$!\n"
+        "(echo editions; exit 3) > build/ci-editions.log 2>&1 &\neditions=$!\n"
+        "(echo resolve) > build/ci-test-resolve.log 2>&1 &\nresolve=$!\n"
+        "failed=0\n" + loop + "\n")
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stdout.split() == ["cpu", "editions", "resolve"]
+    assert "CI job editions (build/ci-editions.log) failed" in out.stderr
 
 
 # saved outputs that still carry the absolute paths of the machine that ran them (made before

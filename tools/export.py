@@ -131,8 +131,9 @@ def _read_manifest(folder: pathlib.Path) -> dict[str, str]:
 
 def _write(target: pathlib.Path, text: str) -> None:
     """Write ``text`` to ``target`` whole or not at all: into a file beside it, then renamed
-    over it, so that a reader at the same time (JupyterLab showing ``build/zh``, a test run
-    beside the export) sees the old file or the new one, never half of it."""
+    over it, so that a reader at the same time (the tests of ``tests/test_editions.py``, which
+    CI runs while the editions are built, or JupyterLab showing ``build/zh``) sees the old file
+    or the new one, never half of it."""
     part = target.with_name(f".{target.name}.part")
     part.write_text(text, encoding="utf-8")
     os.replace(part, target)
