@@ -1,12 +1,16 @@
 """Does every slide of the reveal.js decks fit the screen? Measured in headless Chromium.
 
 Each deck of ``make slides`` (``build/slides/{en,zh}/NN_x.slides.html``) is opened once, in
-the first window size, then the window is resized to each other size (reveal.js lays the deck
-out again on a resize; a resized deck measures exactly as one loaded at that size, which
-``browser_tests/test_browser.py`` checks on a deck). For each size, one script walks all of the
-deck's slides (``Reveal.getSlides()``), shows each in turn with the template's scrolling
-switched off, and measures it in the deck's own units (the 1240 × 700 slide, whatever the
-window's scale):
+the first window size, where one script walks all of the deck's slides
+(``Reveal.getSlides()``), shows each in turn with the template's scrolling switched off, and
+measures it in the deck's own units (the 1240 × 700 slide, whatever the window's scale). Then
+the window is resized to each other size (reveal.js lays the deck out again on a resize; a
+resized deck measures exactly as one loaded at that size) and the slides that came within
+``NEAR_PX`` of a problem, or had one, are measured again: a slide is laid out at the deck's
+size whatever the window, so only those could fare differently
+(``browser_tests/test_browser.py`` checks both on a whole deck; ``--every-slide`` measures
+every slide in every size and prints how far the two sizes' measures differ). What is looked
+for:
 
 * **too tall**: the slide's content reaches below the slide's height (it would be cut off);
 * **cut at the right**: a code or text-output line (a ``pre`` / ``code``, or any box that
@@ -28,6 +32,7 @@ window or is cut off.
 
     python -m tools.slide_fit                      # every deck, both languages, both windows
     python -m tools.slide_fit --lessons 00 05 --lang zh --windows 1280x720
+    python -m tools.slide_fit --every-slide        # every slide in the second window too
 
 prints one line per deck and one per offending slide (language, lesson, slide h/v, the cell,
 what overflows and by how many px), and exits 1 if any slide does not fit. Needs the
@@ -55,6 +60,18 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 TOLERANCE_PX = 1  # rounding of the scaled layout
 QUIET_MS = 50  # a slide has settled when nothing in it has changed for this long
 SETTLE_MAX_MS = 10_000
+# Past the first window size, only the slides that came within NEAR_PX of a problem there are
+# measured again (a slide's "margin": how far its content's bottom and right edge are from
+# the slide's edges plus TOLERANCE_PX, and its figures' shown widths from a shrunk figure).
+# reveal.js lays every slide out at the deck's own size (1240 x 700) and scales the slide area
+# with a CSS transform, and no style rule on a slide applies at one window size and not at the
+# other (the decks' media queries change nothing between 760 and 2138 px wide but the speaker
+# notes' font size, not on a slide; the only height in vh is the template's scrolling style,
+# which the measurement undoes). The scroll sizes and line counts that the other checks read
+# are the layout's and ignore the transform; the rectangles differ between the window sizes by
+# the transform's floating-point rounding only: at most 0.00013 px on the 2210 slides of each
+# language, against NEAR_PX (browser_tests/test_browser.py compares a whole deck in both sizes).
+NEAR_PX = 0.5
 
 # A formula broken into lines by MathJax 2's automatic line breaking: its output holds a
 # stack (mjx-stack) of more than one line (mjx-block), or the browser wraps it (more than one
@@ -81,13 +98,13 @@ KEEP_SLIDECHANGED_JS = """
 })()
 """
 
-# One call measures every slide of the open deck. For each slide: go to it (reveal lays it
-# out), note the content's height as it appears, wait until it has settled (math typeset,
+# One call measures every slide of the open deck (or those named "h/v" in ``only``). For
+# each slide: go to it (reveal lays it out), note the content's height as it appears, wait until it has settled (math typeset,
 # pictures decoded, fonts loaded, no change for QUIET_MS), undo the template's scrolling
 # styles (none are set while its handler is off), then walk its elements. Heights and widths
 # are in slide units: client rectangles divided by the scale of the slide area.
 MEASURE_JS = """
-async ([tol, quietMs, settleMax]) => {
+async ([tol, quietMs, settleMax, only]) => {
   // the template loads reveal.js with require.js: take the module it defined
   const mods = require.s.contexts._.defined;
   const Reveal = window.Reveal || mods[Object.keys(mods).find(k => k.endsWith('dist/reveal.js'))];
@@ -133,6 +150,7 @@ async ([tol, quietMs, settleMax]) => {
   const out = [];
   for (const s of Reveal.getSlides()) {
     const {h, v} = Reveal.getIndices(s);
+    if (only && !only.includes(`${h}/${v}`)) continue;
     Reveal.slide(h, v);
     // as it appears (the deck's own scroll styles undone, as below), then once settled
     const undo = () => ['height', 'overflow-y', 'margin-top'].map(p => s.style.removeProperty(p));
@@ -180,11 +198,13 @@ async ([tol, quietMs, settleMax]) => {
       }
     };
     walk(s, false, false);
+    let figureMargin = Infinity;
     // a figure shown smaller than it is stored: its text (16 pt at 100 dpi, the size of the
     // slide's body text) shrinks with it
     for (const img of s.querySelectorAll('img')) {
       if (!img.complete) await new Promise(r => { img.onload = img.onerror = r; });
       const shown = img.getBoundingClientRect().width / scale;
+      if (img.naturalWidth) figureMargin = Math.min(figureMargin, shown - (img.naturalWidth - tol));
       if (img.naturalWidth && shown < img.naturalWidth - tol) {
         cuts.push({what: 'figure shrunk', tag: name(img), cell: cellOf(img),
                    px: Math.round(img.naturalWidth - shown),
@@ -218,12 +238,16 @@ async ([tol, quietMs, settleMax]) => {
     for (const c of s.querySelectorAll('.jp-Cell')) {
       cells[cellOf(c)] = Math.round(c.getBoundingClientRect().height / scale);
     }
-    out.push({h, v, height: Math.round(height), problems, cells});
+    // how far the measures that depend on the scale of the slide area (the rectangles' sizes,
+    // not the layout's whole-pixel scroll sizes or line counts) are from being a problem
+    const margin = Math.min(tol - below, tol - past, figureMargin);
+    out.push({h, v, height: Math.round(height), margin: Math.round(1e6 * margin) / 1e6,
+              problems, cells});
   }
   Reveal.slide(0, 0);
   for (const [target, fn, options] of handlers) target.addEventListener('slidechanged', fn, options);
   window.courseSlideChanged = handlers;  // (adding them again recorded them twice)
-  return {width: W, height: H, slides: out};
+  return {width: W, height: H, slides: out, total: Reveal.getSlides().length};
 }
 """
 MEASURE_JS = MEASURE_JS.replace("__BROKEN__", BROKEN_JS)
@@ -236,6 +260,8 @@ class DeckReport:
     window: tuple[int, int]
     slide_size: tuple[int, int]
     slides: list[dict]
+    # the deck's number of slides where only some were measured (``slides``), else None
+    of: int | None = None
 
     @property
     def offenders(self) -> list[dict]:
@@ -251,7 +277,13 @@ class DeckReport:
         broken = sum(p["what"] == "formula broken across lines" for s in self.slides for p in s["problems"])
         tallest = max((s["height"] for s in self.slides), default=0)
         w, h = self.window
-        return (f"{self.lang} {self.deck:<36} {w}x{h}: {len(self.slides):3d} slides, "
+        if self.of is not None and not self.slides:
+            return (f"{self.lang} {self.deck:<36} {w}x{h}: none of the {self.of} slides measured "
+                    f"again (none within {NEAR_PX} px of a problem in the first window size)")
+        count = (f"{len(self.slides):3d} slides" if self.of is None else
+                 f"{len(self.slides):3d} of {self.of} slides measured again (those within "
+                 f"{NEAR_PX} px of a problem in the first window size)")
+        return (f"{self.lang} {self.deck:<36} {w}x{h}: {count}, "
                 f"tallest {tallest}/{self.slide_size[1]} px, {tall} too tall, {grows} growing after "
                 f"shown, {cut} cut at the right, {shrunk} with a shrunk figure, "
                 f"{broken} formulas broken in tables")
@@ -308,11 +340,13 @@ def wait_typeset(page) -> None:
 
 
 def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int],
-                 growth: bool = True, load: bool = True) -> DeckReport:
-    """Measure every slide of the deck at ``path`` in ``page`` at ``window``; with ``growth``,
-    wait until each slide has settled and report one that grew after it was shown. With
-    ``load`` the deck is opened here; without, ``page`` holds it already and is resized to
-    ``window`` (reveal.js lays the deck out again) before it is measured."""
+                 growth: bool = True, load: bool = True,
+                 only: list[str] | None = None) -> DeckReport:
+    """Measure every slide of the deck at ``path`` in ``page`` at ``window`` (or only the
+    slides named ``"h/v"`` in ``only``); with ``growth``, wait until each slide has settled
+    and report one that grew after it was shown. With ``load`` the deck is opened here;
+    without, ``page`` holds it already and is resized to ``window`` (reveal.js lays the deck
+    out again) before it is measured."""
     if load:
         open_deck(page, path)
     if page.viewport_size != {"width": window[0], "height": window[1]}:
@@ -320,9 +354,11 @@ def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int],
         # reveal.js lays the deck out on the window's resize event: two frames let it run
         # (MEASURE_JS also calls Reveal.layout() on every slide)
         page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-    result = page.evaluate(MEASURE_JS, [TOLERANCE_PX, QUIET_MS if growth else 0, SETTLE_MAX_MS])
+    result = page.evaluate(MEASURE_JS, [TOLERANCE_PX, QUIET_MS if growth else 0, SETTLE_MAX_MS,
+                                        only])
     return DeckReport(lang, path.name.removesuffix(".slides.html"), window,
-                      (result["width"], result["height"]), result["slides"])
+                      (result["width"], result["height"]), result["slides"],
+                      None if only is None else result["total"])
 
 
 def _context(browser, window):
@@ -400,14 +436,25 @@ def run_jobs(jobs: list, browser=None, workers: int = 1) -> list:
     return results
 
 
+def near_edge(report: DeckReport, near_px: float = NEAR_PX) -> list[str]:
+    """The slides (``"h/v"``) of ``report`` with a problem, or whose ``margin`` (how far the
+    content's bottom and right edge and the figures' shown widths are from being reported) is
+    under ``near_px``: the only ones whose verdict another window size could change (see
+    ``NEAR_PX``)."""
+    return [f"{s['h']}/{s['v']}" for s in report.slides
+            if s["problems"] or s["margin"] < near_px]
+
+
 def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None,
-            workers: int = 1) -> list[DeckReport]:
-    """Every deck loaded once, in the first window size, then measured in each window size
-    in turn (the page resized, :func:`measure_page`); the reports are returned window by
-    window, decks in order. ``log`` gets each summary. Slides that grow after they are shown
-    are looked for in the first window only (a slide's growth does not depend on the window;
-    waiting for each slide to settle takes time). ``workers`` > 1: that many Chromiums share
-    the decks (:func:`run_jobs`; ``browser`` is then not used)."""
+            workers: int = 1, near_px: float | None = NEAR_PX) -> list[DeckReport]:
+    """Every deck loaded once, in the first window size, and all its slides measured; then the
+    page is resized to each other window size and the slides :func:`near_edge` picks from the
+    first window's report (``near_px`` None: every slide) are measured again
+    (:func:`measure_page`). The reports are returned window by window, decks in order.
+    ``log`` gets each summary. Slides that grow after they are shown are looked for in the
+    first window only (a slide's growth does not depend on the window; waiting for each slide
+    to settle takes time). ``workers`` > 1: that many Chromiums share the decks
+    (:func:`run_jobs`; ``browser`` is then not used)."""
     import threading
 
     lock = threading.Lock()
@@ -418,8 +465,14 @@ def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log
             reports = []
             try:
                 for window in windows:
-                    report = measure_page(page, lang, path, window, growth=window == windows[0],
-                                          load=window == windows[0])
+                    first = window == windows[0]
+                    only = None if first or near_px is None else near_edge(reports[0], near_px)
+                    if only == []:  # nothing near a problem: nothing to resize or measure
+                        report = DeckReport(lang, reports[0].deck, window, reports[0].slide_size,
+                                            [], len(reports[0].slides))
+                    else:
+                        report = measure_page(page, lang, path, window, growth=first, load=first,
+                                              only=only)
                     reports.append(report)
                     if log:
                         with lock:
@@ -526,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lang", nargs="+", default=list(LANGS), choices=list(LANGS))
     parser.add_argument("--lessons", nargs="*", default=None, metavar="NN")
     parser.add_argument("--windows", nargs="+", type=_window, default=list(WINDOWS), metavar="WxH")
+    parser.add_argument("--every-slide", action="store_true",
+                        help="measure every slide in every window size (default: past the first "
+                             f"size, only the slides within {NEAR_PX} px of a problem there)")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="Chromiums measuring side by side (default: 2, or 1 on one core)")
     parser.add_argument("--slides", type=pathlib.Path, default=BUILD / "slides",
@@ -544,15 +600,34 @@ def main(argv: list[str] | None = None) -> int:
     pages = page_paths(args.lang, args.lessons, args.html) if args.html.is_dir() else []
     log = lambda s: print(s, flush=True)  # noqa: E731
     html_lines = measure_html(None, pages, log=log, workers=args.workers)
-    reports = measure(None, decks, args.windows, log=log, workers=args.workers)
+    reports = measure(None, decks, args.windows, log=log, workers=args.workers,
+                      near_px=None if args.every_slide else NEAR_PX)
     print(f"html: {len(html_lines)} problems on {len(pages)} pages "
           f"(formulas broken across lines in table cells, tables past the window or cut off)")
     for window in args.windows:
         mine = [r for r in reports if r.window == window]
         bad = sum(len(r.offenders) for r in mine)
-        total = sum(len(r.slides) for r in mine)
+        total = sum(len(r.slides) if r.of is None else r.of for r in mine)
+        measured = sum(len(r.slides) for r in mine)
+        first = args.windows[0]
+        again = ("" if measured == total else
+                 f"; {measured} measured at this size, those within {NEAR_PX} px of a problem "
+                 f"or with one at {first[0]}x{first[1]}")
         print(f"{window[0]}x{window[1]}: {bad} of {total} slides do not fit "
-              f"({len(mine)} decks)")
+              f"({len(mine)} decks{again})")
+    if args.every_slide and len(args.windows) > 1:
+        by_deck = {}
+        for r in reports:
+            by_deck.setdefault((r.lang, r.deck), []).append(r)
+        diff = {"height": 0, "margin": 0.0}
+        for first_report, *others in by_deck.values():
+            for other in others:
+                for a, b in zip(first_report.slides, other.slides):
+                    for key in diff:
+                        diff[key] = max(diff[key], abs(a[key] - b[key]))
+        print(f"largest difference between the window sizes, slide by slide: height "
+              f"{diff['height']} px (rounded to whole px), margin {diff['margin']:.6f} px "
+              f"(NEAR_PX = {NEAR_PX})")
     return 1 if html_lines or any(r.offenders for r in reports) else 0
 
 
