@@ -422,7 +422,8 @@ def test_a_resized_deck_measures_as_one_loaded_at_that_size(browser):
     """tools.slide_fit loads each deck once and measures the second window size by resizing
     the page: on a deck, every slide's height, cell heights and problems are the same as on a
     page that loaded the deck at that size. The deck's own slidechanged handler is switched
-    off while a deck is walked and is back afterwards. And a slide measures the same in both
+    off while a deck is walked and is back afterwards, as are reveal.js's controls, progress
+    bar, slide number and URL. And a slide measures the same in both
     window sizes but for the rounding of the scaled rectangles (its margin to a problem within
     a tenth of tools.slide_fit.NEAR_PX, its height within the 1 px of rounding to whole px,
     its problems the same), which is why the slide fit measures again in the second size only
@@ -440,6 +441,13 @@ def test_a_resized_deck_measures_as_one_loaded_at_that_size(browser):
         resized = slide_fit.measure_page(page, lang, path, large, growth=False, load=False)
         assert page.viewport_size == {"width": large[0], "height": large[1]}
         assert page.evaluate("window.courseSlideChanged.length") == 1
+        # the controls, progress bar, slide number and URL, off while walking, are back
+        assert page.evaluate("""() => {
+            const mods = require.s.contexts._.defined;
+            const R = window.Reveal || mods[Object.keys(mods).find(k => k.endsWith('dist/reveal.js'))];
+            const c = R.getConfig();
+            return [c.controls, c.progress, c.slideNumber, c.hash, c.history];
+        }""") == [True, True, "c/t", False, True]
         some = [f"{s['h']}/{s['v']}" for s in first.slides[::9]]
         again = slide_fit.measure_page(page, lang, path, large, growth=False, load=False,
                                        only=some)
