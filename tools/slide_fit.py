@@ -66,11 +66,12 @@ SETTLE_MAX_MS = 10_000
 # reveal.js lays every slide out at the deck's own size (1240 x 700) and scales the slide area
 # with a CSS transform, and no style rule on a slide applies at one window size and not at the
 # other (the decks' media queries change nothing between 760 and 2138 px wide but the speaker
-# notes' font size, not on a slide; the only height in vh is the template's scrolling style,
-# which the measurement undoes). The scroll sizes and line counts that the other checks read
-# are the layout's and ignore the transform; the rectangles differ between the window sizes by
-# the transform's floating-point rounding only: at most 0.00013 px on the 2210 slides of each
-# language, against NEAR_PX (browser_tests/test_browser.py compares a whole deck in both sizes).
+# notes' font size and the HTML edition's contents column, neither on a slide; the only height
+# in vh is the template's scrolling style, which the measurement undoes). The scroll sizes and
+# line counts that the other checks read are the layout's and ignore the transform, and the
+# rectangles differ between the window sizes by floating-point rounding only: the largest
+# difference in a margin that `--every-slide` printed, over the 2210 slides of each language,
+# was 0.000069 px (browser_tests/test_browser.py compares a whole deck in both sizes).
 NEAR_PX = 0.5
 
 # A formula broken into lines by MathJax 2's automatic line breaking: its output holds a
