@@ -100,10 +100,11 @@ KEEP_SLIDECHANGED_JS = """
 """
 
 # One call measures every slide of the open deck (or those named "h/v" in ``only``). For
-# each slide: go to it (reveal lays it out), note the content's height as it appears, wait until it has settled (math typeset,
-# pictures decoded, fonts loaded, no change for QUIET_MS), undo the template's scrolling
-# styles (none are set while its handler is off), then walk its elements. Heights and widths
-# are in slide units: client rectangles divided by the scale of the slide area.
+# each slide: go to it (reveal lays it out), note the content's height as it appears, wait
+# until it has settled (math typeset, pictures decoded, fonts loaded, no change for
+# QUIET_MS), undo the template's scrolling styles (none are set while its handler is off),
+# then walk its elements. Heights and widths are in slide units: client rectangles divided by
+# the scale of the slide area.
 MEASURE_JS = """
 async ([tol, quietMs, settleMax, only]) => {
   // the template loads reveal.js with require.js: take the module it defined
@@ -612,12 +613,12 @@ def main(argv: list[str] | None = None) -> int:
                       near_px=None if args.every_slide else NEAR_PX)
     print(f"html: {len(html_lines)} problems on {len(pages)} pages "
           f"(formulas broken across lines in table cells, tables past the window or cut off)")
+    first = args.windows[0]
     for window in args.windows:
         mine = [r for r in reports if r.window == window]
         bad = sum(len(r.offenders) for r in mine)
         total = sum(len(r.slides) if r.of is None else r.of for r in mine)
         measured = sum(len(r.slides) for r in mine)
-        first = args.windows[0]
         again = ("" if measured == total else
                  f"; {measured} measured at this size, those within {NEAR_PX} px of a problem "
                  f"or with one at {first[0]}x{first[1]}")
