@@ -108,14 +108,23 @@ ORDERED_LESSONS := $(foreach n,$(LONGEST_LESSONS),$(filter notebooks/$(n).ipynb,
 	$(filter-out $(LONGEST_FILES),$(ALL_LESSONS))
 XDIST := -n $(JOBS) --dist loadscope --no-loadscope-reorder
 
+# torch's threads per process in `make test` (OMP_NUM_THREADS): the JOBS pytest workers, each
+# running a lesson's kernel or the unit tests, share the cores, so each gets cores / JOBS (at
+# least 1) rather than torch's default of one per core, which oversubscribes them (on 2 cores,
+# the lessons' strict nbval: 327 CPU-seconds in 171 s with one thread each, 420 in 217 s with
+# torch's default). An OMP_NUM_THREADS already set is kept; TEST_THREADS= for torch's default.
+CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+TEST_THREADS ?= $(or $(OMP_NUM_THREADS),$(patsubst 0,1,$(shell expr $(CORES) / $(JOBS) 2>/dev/null)))
+
 test: $(STAMP)
-	$(PY) -m pytest $(XDIST) --nbval --nbval-current-env \
+	$(if $(TEST_THREADS),OMP_NUM_THREADS=$(TEST_THREADS)) $(PY) -m pytest $(XDIST) --nbval --nbval-current-env \
 		--nbval-sanitize-with nbval_sanitize.cfg $(ORDERED_LESSONS) tests
 
 # strict nbval over every lesson with torch's CPU kernels forced onto another code path
 # (default: the scalar one; CPU_PATH=avx2 for AVX2) and one thread per kernel (CPU_THREADS=N
-# for N, CPU_THREADS= for torch's default, one per core, as `make test` runs): the outputs
-# must depend on neither the CPU's instruction set nor its number of cores. One thread also
+# for N, CPU_THREADS= for torch's default, one per core, as `make execute` runs to write the
+# outputs that are compared): the outputs must depend on neither the CPU's instruction set nor
+# its number of cores. One thread also
 # leaves more of the machine to the jobs that CI runs beside this one (this target alone, on 2
 # cores: 363 CPU-seconds with one thread per kernel, 417 with torch's default of two).
 CPU_PATH ?= default
