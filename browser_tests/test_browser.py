@@ -377,9 +377,9 @@ def test_slides_offline(browser):
 
 def test_every_slide_fits_the_screen(browser):
     """Each deck of each language is loaded once (by two Chromiums side by side,
-    tools.slide_fit.run_jobs) and all its slides are measured in one script
-    (tools.slide_fit.MEASURE_JS) at 1280 x 720, each slide once it has settled (its math
-    typeset); then, the page resized to 1920 x 1080, the slides that came within
+    tools.slide_fit.run_jobs) and all its slides are shown at once and measured in one script
+    (tools.slide_fit.MEASURE_JS) at 1280 x 720, once they have settled (their math typeset);
+    then, the page resized to 1920 x 1080, the slides that came within
     tools.slide_fit.NEAR_PX of a problem are measured again (the next test shows why the
     others need not be). No slide may be taller than the deck, grow after it is shown, or hold a
     formula broken across lines in a table. Every page of the HTML edition, in both languages, is
@@ -422,12 +422,15 @@ def test_a_resized_deck_measures_as_one_loaded_at_that_size(browser):
     """tools.slide_fit loads each deck once and measures the second window size by resizing
     the page: on a deck, every slide's height, cell heights and problems are the same as on a
     page that loaded the deck at that size. The deck's own slidechanged handler is switched
-    off while a deck is walked and is back afterwards, as are reveal.js's controls, progress
-    bar, slide number and URL. And a slide measures the same in both
+    off while a deck is measured and is back afterwards, as are reveal.js's controls, progress
+    bar, slide number and URL, and every slide's inline display (the slide fit shows all the
+    slides at once). Shown at once, every slide measures as when the deck is walked slide by
+    slide, as a presenter goes through it (``walk``), growth after it is shown included. And a
+    slide measures the same in both
     window sizes but for the rounding of the scaled rectangles (its margin to a problem within
     a tenth of tools.slide_fit.NEAR_PX, its height within the 1 px of rounding to whole px,
     its problems the same), which is why the slide fit measures again in the second size only
-    the slides near a problem; those it names measure as in the whole walk."""
+    the slides near a problem; those it names measure as when the whole deck is measured."""
     from tools import slide_fit
 
     (lang, path), = slide_fit.deck_paths(["zh"], ["14"])
@@ -437,7 +440,13 @@ def test_a_resized_deck_measures_as_one_loaded_at_that_size(browser):
     try:
         fresh = slide_fit.measure_page(fresh_context.new_page(), lang, path, large, growth=False)
         page = resized_context.new_page()
-        first = slide_fit.measure_page(page, lang, path, small, growth=False)
+        slide_fit.open_deck(page, path)
+        displays = "() => [...document.querySelectorAll('.reveal .slides section')].map(s => s.style.display)"
+        before = page.evaluate(displays)
+        first = slide_fit.measure_page(page, lang, path, small, growth=False, load=False)
+        assert page.evaluate(displays) == before and before.count("block") < len(before) / 2
+        walked = slide_fit.measure_page(page, lang, path, small, load=False, walk=True)
+        at_once = slide_fit.measure_page(page, lang, path, small, load=False)
         resized = slide_fit.measure_page(page, lang, path, large, growth=False, load=False)
         assert page.viewport_size == {"width": large[0], "height": large[1]}
         assert page.evaluate("window.courseSlideChanged.length") == 1
@@ -455,6 +464,8 @@ def test_a_resized_deck_measures_as_one_loaded_at_that_size(browser):
         fresh_context.close()
         resized_context.close()
     assert len(fresh.slides) == len(first.slides) > 20
+    assert at_once.slides == walked.slides
+    assert at_once.slides == first.slides  # (none grows after it is shown)
     assert resized.slides == fresh.slides
     assert again.of == len(first.slides) and len(again.slides) == len(some) > 2
     assert again.slides == [s for s in resized.slides if f"{s['h']}/{s['v']}" in some]

@@ -1,9 +1,11 @@
 """Does every slide of the reveal.js decks fit the screen? Measured in headless Chromium.
 
 Each deck of ``make slides`` (``build/slides/{en,zh}/NN_x.slides.html``) is opened once, in
-the first window size, where one script walks all of the deck's slides
-(``Reveal.getSlides()``), shows each in turn with the template's scrolling switched off, and
-measures it in the deck's own units (the 1240 × 700 slide, whatever the window's scale). Then
+the first window size, where one script shows all of the deck's slides (``Reveal.getSlides()``)
+at once, as reveal.js shows the current one, with the template's scrolling switched off, and
+measures each in the deck's own units (the 1240 × 700 slide, whatever the window's scale);
+``--walk`` shows each slide in turn instead, as a presenter goes through the deck (the same
+reports, several times slower: see ``MEASURE_JS``). Then
 the window is resized to each other size (reveal.js lays the deck out again on a resize; a
 resized deck measures exactly as one loaded at that size) and the slides that came within
 ``NEAR_PX`` of a problem, or had one, are measured again: a slide is laid out at the deck's
@@ -25,7 +27,7 @@ for:
 Every slide is measured when it has settled: after the deck's math is typeset
 (``window.courseTypeset``, set by the course's MathJax configuration, then MathJax's queue),
 its pictures are decoded, its fonts loaded, and (in the first window, where growth is
-looked for) nothing in it has changed for ``QUIET_MS`` (on a slide that holds math or a
+looked for) nothing in the slides has changed for ``QUIET_MS`` (where a slide holds math or a
 picture: nothing else changes a slide once it is shown). The HTML edition (``build/html``) is checked too (:func:`measure_html`): every
 formula in a table cell is whole (not broken across lines) and no table reaches past the
 window or is cut off.
@@ -33,6 +35,7 @@ window or is cut off.
     python -m tools.slide_fit                      # every deck, both languages, both windows
     python -m tools.slide_fit --lessons 00 05 --lang zh --windows 1280x720
     python -m tools.slide_fit --every-slide        # every slide in the second window too
+    python -m tools.slide_fit --walk               # each slide shown in turn (slower)
 
 prints one line per deck and one per offending slide (language, lesson, slide h/v, the cell,
 what overflows and by how many px), and exits 1 if any slide does not fit. Needs the
@@ -99,14 +102,22 @@ KEEP_SLIDECHANGED_JS = """
 })()
 """
 
-# One call measures every slide of the open deck (or those named "h/v" in ``only``). For
-# each slide: go to it (reveal lays it out), note the content's height as it appears, wait
-# until it has settled (math typeset, pictures decoded, fonts loaded, no change for
-# QUIET_MS), undo the template's scrolling styles (none are set while its handler is off),
-# then walk its elements. Heights and widths are in slide units: client rectangles divided by
-# the scale of the slide area.
+# One call measures every slide of the open deck (or those named "h/v" in ``only``), all at
+# once: every slide is shown as reveal.js shows the current one (its inline display: block,
+# and its stack's for a vertical slide), and reveal.js lays them out together (it centres each
+# shown slide). With the deck's transition "none", a slide that is not the current one differs
+# from it in opacity and pointer events only, and the slides are positioned absolutely, so
+# that none moves another. Going to each slide in turn instead (Reveal.slide, ``walk``) gives
+# every slide the same report (``python -m tools.slide_fit --walk``; browser_tests/test_browser.py
+# compares the two on a deck) but costs most of its time in reveal.js's own work at each change:
+# it loads or unloads every slide of the deck, searching each for media, and lays the deck out
+# again. Then: note each slide's content height as it appears, wait until the slides have
+# settled (math typeset, pictures decoded, fonts loaded, no change for QUIET_MS), undo the
+# template's scrolling styles (none are set while its handler is off), let reveal.js lay them
+# out again and walk each slide's elements. Heights and widths are in slide units: client
+# rectangles divided by the scale of the slide area.
 MEASURE_JS = """
-async ([tol, quietMs, settleMax, only]) => {
+async ([tol, quietMs, settleMax, only, walkDeck]) => {
   // the template loads reveal.js with require.js: take the module it defined
   const mods = require.s.contexts._.defined;
   const Reveal = window.Reveal || mods[Object.keys(mods).find(k => k.endsWith('dist/reveal.js'))];
@@ -115,8 +126,7 @@ async ([tol, quietMs, settleMax, only]) => {
   const cfg = Reveal.getConfig();
   const W = cfg.width, H = cfg.height;
   // the controls, the progress bar, the slide number and the URL lie outside the slides: off
-  // while walking (the same reports, in about 40 % less CPU time on lessons 01, 09 and 12's
-  // English decks: reveal.js searches the whole deck for them at each change and redraws them)
+  // while measuring (in a walk, reveal.js searches the whole deck for them at each change)
   const ui = {};
   for (const key of ['controls', 'progress', 'slideNumber', 'hash', 'history']) ui[key] = cfg[key];
   Reveal.configure({controls: false, progress: false, slideNumber: false, hash: false, history: false});
@@ -126,7 +136,7 @@ async ([tol, quietMs, settleMax, only]) => {
     if (window.courseTypeset) await window.courseTypeset;
     if (window.MathJax && MathJax.Hub) await new Promise(r => MathJax.Hub.Queue(() => r()));
   };
-  // until nothing in the slide has changed for quiet ms (at most max ms)
+  // until nothing in el has changed for quiet ms (at most max ms)
   const quiet = (el, ms, max) => new Promise(done => {
     let timer;
     const stop = () => { obs.disconnect(); clearTimeout(timer); clearTimeout(cap); done(); };
@@ -138,7 +148,7 @@ async ([tol, quietMs, settleMax, only]) => {
   // the lowest point of the slide's content (client px)
   const contentBottom = s => {
     let bottom = s.getBoundingClientRect().top;
-    const walk = el => {  // as the walk below: an element that clips hides its children's overflow
+    const walk = el => {  // as in measure below: an element that clips hides its children's overflow
       const cs = getComputedStyle(el);
       if (cs.display === 'none') return;
       const r = el.getBoundingClientRect();
@@ -155,28 +165,27 @@ async ([tol, quietMs, settleMax, only]) => {
     return c ? (c.id || '').replace('cell-id=', '') : '';
   };
   const name = el => el.tagName.toLowerCase() + (el.classList.length ? '.' + el.classList[0] : '');
-  const out = [];
-  for (const s of Reveal.getSlides()) {
-    const {h, v} = Reveal.getIndices(s);
-    if (only && !only.includes(`${h}/${v}`)) continue;
-    Reveal.slide(h, v);
-    // as it appears (the deck's own scroll styles undone, as below), then once settled
-    const undo = () => ['height', 'overflow-y', 'margin-top'].map(p => s.style.removeProperty(p));
-    undo();
-    // only typeset math and pictures change a slide after it is shown (the fonts are awaited
-    // below), so the height as it appears is needed only where growth is looked for (the
-    // first window) and the slide holds one of them
-    const late = quietMs > 0 && s.querySelector(LATE) !== null;
-    const scale0 = area.getBoundingClientRect().width / W;
-    const shown = late ? (contentBottom(s) - s.getBoundingClientRect().top) / scale0 : null;
+  // the template's scrolling styles (set only by its handler, which is off)
+  const undo = s => ['height', 'overflow-y', 'margin-top'].map(p => s.style.removeProperty(p));
+  // only typeset math and pictures change a slide after it is shown (the fonts are awaited),
+  // so the height as it appears is needed only where growth is looked for (the first window)
+  // and the slide holds one of them
+  const late = s => quietMs > 0 && s.querySelector(LATE) !== null;
+  const heightNow = s => (contentBottom(s) - s.getBoundingClientRect().top)
+                         / (area.getBoundingClientRect().width / W);
+  // until the slides' math is typeset, their pictures decoded, the fonts loaded and (where
+  // growth is looked for) nothing in el has changed for quiet ms; then laid out again
+  const settle = async (el, slides, waitQuiet) => {
     await mathIdle();
-    await Promise.all([...s.querySelectorAll('img')].map(i => i.decode().catch(() => null)));
+    await Promise.all(slides.flatMap(s => [...s.querySelectorAll('img')])
+                            .map(i => i.decode().catch(() => null)));
     await document.fonts.ready;
-    if (late) await quiet(s, quietMs, settleMax);
-    s.style.removeProperty('height');
-    s.style.removeProperty('overflow-y');
-    s.style.removeProperty('margin-top');
+    if (waitQuiet) await quiet(el, quietMs, settleMax);
+    for (const s of slides) undo(s);
     Reveal.layout();
+  };
+  // one settled slide's report; shown: its content height as it appeared (or undefined)
+  const measure = async (s, h, v, shown) => {
     const box = area.getBoundingClientRect();
     const scale = box.width / W;
     const top = s.getBoundingClientRect().top;
@@ -211,12 +220,12 @@ async ([tol, quietMs, settleMax, only]) => {
     // slide's body text) shrinks with it
     for (const img of s.querySelectorAll('img')) {
       if (!img.complete) await new Promise(r => { img.onload = img.onerror = r; });
-      const shown = img.getBoundingClientRect().width / scale;
-      if (img.naturalWidth) figureMargin = Math.min(figureMargin, shown - (img.naturalWidth - tol));
-      if (img.naturalWidth && shown < img.naturalWidth - tol) {
+      const width = img.getBoundingClientRect().width / scale;
+      if (img.naturalWidth) figureMargin = Math.min(figureMargin, width - (img.naturalWidth - tol));
+      if (img.naturalWidth && width < img.naturalWidth - tol) {
         cuts.push({what: 'figure shrunk', tag: name(img), cell: cellOf(img),
-                   px: Math.round(img.naturalWidth - shown),
-                   percent: Math.round(100 * shown / img.naturalWidth)});
+                   px: Math.round(img.naturalWidth - width),
+                   percent: Math.round(100 * width / img.naturalWidth)});
       }
     }
     const height = (bottom - top) / scale;
@@ -229,7 +238,7 @@ async ([tol, quietMs, settleMax, only]) => {
                        px: Math.round(m.getBoundingClientRect().height / scale)});
       }
     }
-    if (late && height - shown > tol) {
+    if (shown !== undefined && height - shown > tol) {
       problems.push({what: 'grows after it is shown', tag: 'section', cell: '',
                      px: Math.round(height - shown), from: Math.round(shown),
                      height: Math.round(height)});
@@ -249,11 +258,40 @@ async ([tol, quietMs, settleMax, only]) => {
     // how far the measures that depend on the scale of the slide area (the rectangles' sizes,
     // not the layout's whole-pixel scroll sizes or line counts) are from being a problem
     const margin = Math.min(tol - below, tol - past, figureMargin);
-    out.push({h, v, height: Math.round(height), margin: Math.round(1e6 * margin) / 1e6,
-              problems, cells});
+    return {h, v, height: Math.round(height), margin: Math.round(1e6 * margin) / 1e6,
+            problems, cells};
+  };
+  const chosen = Reveal.getSlides().map(s => ({s, ...Reveal.getIndices(s)}))
+    .filter(({h, v}) => !only || only.includes(`${h}/${v}`));
+  const out = [];
+  if (walkDeck) {  // each slide in turn, as a presenter goes through the deck
+    for (const {s, h, v} of chosen) {
+      Reveal.slide(h, v);
+      undo(s);
+      const shown = late(s) ? heightNow(s) : undefined;
+      await settle(s, [s], shown !== undefined);
+      out.push(await measure(s, h, v, shown));
+    }
+  } else {  // every chosen slide shown at once
+    const displays = new Map();  // the inline display of each element shown here, put back after
+    const show = el => {
+      if (!displays.has(el)) displays.set(el, el.style.display);
+      el.style.display = 'block';
+    };
+    for (const {s} of chosen) {
+      show(s);
+      if (s.parentElement.tagName === 'SECTION') show(s.parentElement);  // a vertical slide's stack
+      undo(s);
+    }
+    Reveal.layout();
+    const shown = chosen.map(({s}) => late(s) ? heightNow(s) : undefined);
+    await settle(area, chosen.map(({s}) => s), shown.some(x => x !== undefined));
+    for (const [i, {s, h, v}] of chosen.entries()) out.push(await measure(s, h, v, shown[i]));
+    for (const [el, display] of displays) el.style.display = display;
   }
   Reveal.configure(ui);
   Reveal.slide(0, 0);
+  Reveal.layout();
   for (const [target, fn, options] of handlers) target.addEventListener('slidechanged', fn, options);
   window.courseSlideChanged = handlers;  // (adding them again recorded them twice)
   return {width: W, height: H, slides: out, total: Reveal.getSlides().length};
@@ -350,21 +388,22 @@ def wait_typeset(page) -> None:
 
 def measure_page(page, lang: str, path: pathlib.Path, window: tuple[int, int],
                  growth: bool = True, load: bool = True,
-                 only: list[str] | None = None) -> DeckReport:
+                 only: list[str] | None = None, walk: bool = False) -> DeckReport:
     """Measure every slide of the deck at ``path`` in ``page`` at ``window`` (or only the
-    slides named ``"h/v"`` in ``only``); with ``growth``, wait until each slide has settled
-    and report one that grew after it was shown. With ``load`` the deck is opened here;
-    without, ``page`` holds it already and is resized to ``window`` (reveal.js lays the deck
-    out again) before it is measured."""
+    slides named ``"h/v"`` in ``only``), all shown at once, or with ``walk`` each in turn as a
+    presenter goes through the deck (see MEASURE_JS); with ``growth``, wait until the slides
+    have settled and report one that grew after it was shown. With ``load`` the deck is
+    opened here; without, ``page`` holds it already and is resized to ``window`` (reveal.js
+    lays the deck out again) before it is measured."""
     if load:
         open_deck(page, path)
     if page.viewport_size != {"width": window[0], "height": window[1]}:
         page.set_viewport_size({"width": window[0], "height": window[1]})
         # reveal.js lays the deck out on the window's resize event: two frames let it run
-        # (MEASURE_JS also calls Reveal.layout() on every slide)
+        # (MEASURE_JS also calls Reveal.layout() before it measures)
         page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     result = page.evaluate(MEASURE_JS, [TOLERANCE_PX, QUIET_MS if growth else 0, SETTLE_MAX_MS,
-                                        only])
+                                        only, walk])
     return DeckReport(lang, path.name.removesuffix(".slides.html"), window,
                       (result["width"], result["height"]), result["slides"],
                       None if only is None else result["total"])
@@ -455,14 +494,15 @@ def near_edge(report: DeckReport, near_px: float = NEAR_PX) -> list[str]:
 
 
 def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log=None,
-            workers: int = 1, near_px: float | None = NEAR_PX) -> list[DeckReport]:
+            workers: int = 1, near_px: float | None = NEAR_PX,
+            walk: bool = False) -> list[DeckReport]:
     """Every deck loaded once, in the first window size, and all its slides measured; then the
     page is resized to each other window size and the slides :func:`near_edge` picks from the
     first window's report (``near_px`` None: every slide) are measured again
     (:func:`measure_page`). The reports are returned window by window, decks in order.
     ``log`` gets each summary. Slides that grow after they are shown are looked for in the
-    first window only (a slide's growth does not depend on the window; waiting for each slide
-    to settle takes time). ``workers`` > 1: that many Chromiums share the decks
+    first window only (a slide's growth does not depend on the window). ``walk``: each slide
+    shown in turn (:func:`measure_page`). ``workers`` > 1: that many Chromiums share the decks
     (:func:`run_jobs`; ``browser`` is then not used)."""
     import threading
 
@@ -481,7 +521,7 @@ def measure(browser, decks: list[tuple[str, pathlib.Path]], windows=WINDOWS, log
                                             [], len(reports[0].slides))
                     else:
                         report = measure_page(page, lang, path, window, growth=first, load=first,
-                                              only=only)
+                                              only=only, walk=walk)
                     reports.append(report)
                     if log:
                         with lock:
@@ -591,6 +631,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every-slide", action="store_true",
                         help="measure every slide in every window size (default: past the first "
                              f"size, only the slides within {NEAR_PX} px of a problem there)")
+    parser.add_argument("--walk", action="store_true",
+                        help="show each slide in turn, as a presenter goes through the deck "
+                             "(default: all of a deck's slides shown at once; the same reports)")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                         help="Chromiums measuring side by side (default: 2, or 1 on one core)")
     parser.add_argument("--slides", type=pathlib.Path, default=BUILD / "slides",
@@ -610,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda s: print(s, flush=True)  # noqa: E731
     html_lines = measure_html(None, pages, log=log, workers=args.workers)
     reports = measure(None, decks, args.windows, log=log, workers=args.workers,
-                      near_px=None if args.every_slide else NEAR_PX)
+                      near_px=None if args.every_slide else NEAR_PX, walk=args.walk)
     print(f"html: {len(html_lines)} problems on {len(pages)} pages "
           f"(formulas broken across lines in table cells, tables past the window or cut off)")
     first = args.windows[0]
