@@ -151,6 +151,51 @@ def test_pages_load_only_files_beside_them(exported, kind):
     assert font.read_bytes() == (ROOT / "static" / "fonts" / font.name).read_bytes()
 
 
+def test_pages_parse_as_nbconverts_own(exported, tmp_path, monkeypatch):
+    """The course's exporter leaves out two steps of nbconvert's (tools/export.py, _accessible;
+    static/templates/course_code.html.j2): the English page and deck of lesson 03 it wrote
+    parse into the same document as the ones nbconvert's own HTMLExporter and SlidesExporter
+    write with both steps (BeautifulSoup's pass over the page, and bleach over every code
+    cell's highlighted source, as nbconvert's lab template does)."""
+    from bs4 import BeautifulSoup
+    from nbconvert import HTMLExporter, SlidesExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.strings import clean_html
+
+    def stock(kind):
+        class Stock(HTMLExporter if kind == "html" else SlidesExporter):
+            def from_notebook_node(self, nb, resources=None, **kw):
+                info = nb.metadata.get("language_info", {})
+                highlight = Highlight2HTML(pygments_lexer=info.get("pygments_lexer"), parent=self)
+                self.filters = {**self.filters, "highlight_code": lambda source, metadata=None:
+                                clean_html(highlight(source, metadata=metadata))}
+                return super().from_notebook_node(nb, resources, **kw)
+        return Stock
+
+    monkeypatch.setattr(export, "_exporter_class", stock)
+    _, pages = exported
+    for kind in ("html", "slides"):
+        theirs, _ = export._export_page((kind, "en", LESSON, tmp_path))
+        ours = pages[kind][0]
+        assert ours.name == theirs.name and ours.parts[-2] == "en"
+        ours, theirs = ours.read_text(encoding="utf-8"), theirs.read_text(encoding="utf-8")
+        assert ours != theirs and theirs.count(export.NO_ALT) > 0
+        assert str(BeautifulSoup(ours, "html.parser")) == str(BeautifulSoup(theirs, "html.parser"))
+
+
+def test_accessible_marks_what_nbconverts_pass_marks():
+    page = ('<div class="jp-Cell-inputWrapper"><img src="a.png"><img src="b.png" alt="b"/></div>'
+            '<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain">x</div>'
+            '<div class="jp-OutputArea-output-x"></div><div class="jp-OutputArea-output" tabindex="-1">'
+            '<img\nsrc="c.png" />')
+    assert export._accessible(page) == (
+        '<div class="jp-Cell-inputWrapper" tabindex="0"><img src="a.png" alt="{0}">'
+        '<img src="b.png" alt="b"/></div>'
+        '<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain" tabindex="0">x</div>'
+        '<div class="jp-OutputArea-output-x"></div><div class="jp-OutputArea-output" tabindex="-1">'
+        '<img\nsrc="c.png" alt="{0}" />').format(export.NO_ALT)
+
+
 def test_slides_follow_the_slide_metadata(exported):
     """reveal.js: a `slide` cell starts a horizontal stack (an outer <section>), a `subslide`
     a vertical slide (an inner <section>); so outer + inner sections = slides + subslides +

@@ -276,9 +276,62 @@ def _for_slides(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def _exporter(kind: str, lang: str):
-    from nbconvert import HTMLExporter, SlidesExporter
+# What nbconvert's HTMLExporter does to a page after its template, without parsing it: an
+# image without alternative text gets nbconvert's, and every cell's input and every output
+# becomes focusable (tabindex). nbconvert parses the whole page with BeautifulSoup for this and
+# writes it out again, and its template sanitises each code cell's highlighted source with
+# bleach, whose input is Pygments' own escaped markup: the two took about two thirds of an
+# export's time. The pages the course writes without them parse into the same document
+# (tests/test_export.py compares a lesson's page and deck with nbconvert's, element by element).
+NO_ALT = "No description has been provided for this image"  # nbconvert's text
+_IMG_WITHOUT_ALT = re.compile(r"<img\b(?![^>]*\balt=)([^>]*?)(\s*/?)>")
+_FOCUSABLE = re.compile(r'<div\b([^>]*\bclass="(?:[^"]*\s)?(?:jp-Cell-inputWrapper|jp-OutputArea-output)(?:\s[^"]*)?"[^>]*?)(\s*/?)>')
 
+
+def _accessible(page: str) -> str:
+    """``page`` with nbconvert's alternative text on every image that has none and tabindex
+    0 on every cell input and output (see ``NO_ALT``)."""
+    page = _IMG_WITHOUT_ALT.sub(lambda m: f'<img{m.group(1)} alt="{NO_ALT}"{m.group(2)}>', page)
+    return _FOCUSABLE.sub(lambda m: (m.group(0) if re.search(r"\btabindex=", m.group(1)) else
+                                     f'<div{m.group(1)} tabindex="0"{m.group(2)}>'), page)
+
+
+_EXPORTERS: dict = {}
+
+
+def _exporter_class(kind: str):
+    """nbconvert's HTMLExporter (``kind="html"``) or SlidesExporter, writing the page its
+    template renders with :func:`_accessible` applied instead of its BeautifulSoup pass (the
+    course's templates highlight code without bleach)."""
+    if kind not in _EXPORTERS:
+        from nbconvert import HTMLExporter, SlidesExporter
+        from nbconvert.exporters.templateexporter import TemplateExporter
+        from nbconvert.filters.highlight import Highlight2HTML
+        from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+
+        class Exporter(HTMLExporter if kind == "html" else SlidesExporter):
+            def from_notebook_node(self, nb, resources=None, **kw):
+                # HTMLExporter.from_notebook_node (nbconvert 7.17) up to its template, then
+                # _accessible where it parses the page
+                langinfo = nb.metadata.get("language_info", {})
+                lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+                highlight_code = self.filters.get(
+                    "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
+                resources = self._init_resources(resources)
+                filter_data_type = WidgetsDataTypeFilter(
+                    notebook_metadata=self._nb_metadata, parent=self, resources=resources)
+                self.register_filter("highlight_code", highlight_code)
+                self.register_filter("filter_data_type", filter_data_type)
+                page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+                return _accessible(page), resources
+
+        _EXPORTERS[kind] = Exporter
+    return _EXPORTERS[kind]
+
+
+def _exporter(kind: str, lang: str, cls=None):
+    """The exporter of ``kind`` ("html" or "slides") in ``lang``, as ``cls`` (default: the
+    course's, :func:`_exporter_class`) with the course's settings."""
     common = dict(
         extra_template_basedirs=[str(TEMPLATES)],
         extra_template_paths=[str(TEMPLATES)],  # course_mathjax.html.j2, shared by both templates
@@ -287,9 +340,10 @@ def _exporter(kind: str, lang: str):
         jquery_url="../vendor/jquery/dist/jquery.min.js",
         language_code=LANGUAGES[lang].html_lang,
     )
+    cls = cls or _exporter_class(kind)
     if kind == "html":
-        return HTMLExporter(template_name="course_html", **common)
-    return SlidesExporter(template_name="course_slides", reveal_url_prefix="../vendor/reveal.js",
+        return cls(template_name="course_html", **common)
+    return cls(template_name="course_slides", reveal_url_prefix="../vendor/reveal.js",
                           reveal_scroll=True, reveal_number="c/t", reveal_transition="none", reveal_theme="white",
                           reveal_width=str(SLIDE_SIZE[0]), reveal_height=str(SLIDE_SIZE[1]), **common)
 
