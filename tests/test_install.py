@@ -410,3 +410,17 @@ def test_kernel_starts_without_the_eavesdropping_warning(tmp_path):
     logs.mkdir()
     assert "eavesdropping" in _kernel_stderr({}, logs)  # the check can fail
     assert "eavesdropping" not in _kernel_stderr(config, logs)
+
+
+@pytest.mark.skipif(not __import__("zmq").has("curve"), reason="pyzmq without CurveZMQ")
+def test_bench_kernels_start_without_the_eavesdropping_warning(tmp_path, capfd):
+    """`make bench` and `make execute` (tools.bench) start each kernel with JupyterLab's
+    transport encryption: no warning per lesson on the terminal."""
+    import nbformat
+
+    from tools import bench
+
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), path)
+    bench.execute(path)
+    assert "eavesdropping" not in capfd.readouterr().err

@@ -122,8 +122,17 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
                                  "language": "python"}
     # no widget state: a saved widget view would be drawn, disconnected, before the lesson
     # is run (see saved_without_widgets)
+    # the kernel's connection encrypted, as JupyterLab's (tools/lab_setup.py, SERVER_CONFIG),
+    # where pyzmq can: without keys, ipykernel warns at every start that the connection "is
+    # susceptible to eavesdropping"
+    import zmq
+    from traitlets.config import Config
+
+    from .lab_setup import SERVER_CONFIG
+
+    config = Config({"KernelManager": SERVER_CONFIG["KernelManager"]} if zmq.has("curve") else {})
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}}, config=config)
     start = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - start
