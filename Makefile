@@ -124,9 +124,9 @@ test: $(STAMP)
 # (default: the scalar one; CPU_PATH=avx2 for AVX2) and one thread per kernel (CPU_THREADS=N
 # for N, CPU_THREADS= for torch's default, one per core, as `make execute` runs to write the
 # outputs that are compared): the outputs must depend on neither the CPU's instruction set nor
-# its number of cores. One thread also
-# leaves more of the machine to the jobs that CI runs beside this one (this target alone, on 2
-# cores: 363 CPU-seconds with one thread per kernel, 417 with torch's default of two).
+# its number of cores. One thread also leaves more of the machine to the jobs that CI runs
+# beside this one (this target alone, on 2 cores: 363 CPU-seconds with one thread per kernel,
+# 417 with torch's default of two).
 CPU_PATH ?= default
 CPU_THREADS ?= 1
 test-cpu-path: $(STAMP)

@@ -120,17 +120,16 @@ def execute(path: pathlib.Path, in_place: bool = False, timeout: int = 600) -> f
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
                                  "language": "python"}
-    # no widget state: a saved widget view would be drawn, disconnected, before the lesson
-    # is run (see saved_without_widgets)
-    # the kernel's connection encrypted, as JupyterLab's (tools/lab_setup.py, SERVER_CONFIG),
-    # where pyzmq can: without keys, ipykernel warns at every start that the connection "is
-    # susceptible to eavesdropping"
-    import zmq
+    # the kernel's connection encrypted as JupyterLab's, where pyzmq can (tools/lab_setup.py):
+    # without keys, ipykernel warns at every start that the connection "is susceptible to
+    # eavesdropping"
     from traitlets.config import Config
 
-    from .lab_setup import SERVER_CONFIG
+    from .lab_setup import server_config
 
-    config = Config({"KernelManager": SERVER_CONFIG["KernelManager"]} if zmq.has("curve") else {})
+    config = Config({k: v for k, v in server_config().items() if k == "KernelManager"})
+    # no widget state: a saved widget view would be drawn, disconnected, before the lesson
+    # is run (see saved_without_widgets)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
                             resources={"metadata": {"path": str(path.parent)}}, config=config)
     start = time.perf_counter()

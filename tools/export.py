@@ -24,6 +24,7 @@ import contextlib
 import copy
 import dataclasses
 import filecmp
+import functools
 import hashlib
 import html
 import json
@@ -296,42 +297,38 @@ def _accessible(page: str) -> str:
                                      f'<div{m.group(1)} tabindex="0"{m.group(2)}>'), page)
 
 
-_EXPORTERS: dict = {}
-
-
+@functools.cache
 def _exporter_class(kind: str):
     """nbconvert's HTMLExporter (``kind="html"``) or SlidesExporter, writing the page its
     template renders with :func:`_accessible` applied instead of its BeautifulSoup pass (the
     course's templates highlight code without bleach)."""
-    if kind not in _EXPORTERS:
-        from nbconvert import HTMLExporter, SlidesExporter
-        from nbconvert.exporters.templateexporter import TemplateExporter
-        from nbconvert.filters.highlight import Highlight2HTML
-        from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+    from nbconvert import HTMLExporter, SlidesExporter
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
-        class Exporter(HTMLExporter if kind == "html" else SlidesExporter):
-            def from_notebook_node(self, nb, resources=None, **kw):
-                # HTMLExporter.from_notebook_node (nbconvert 7.17) up to its template, then
-                # _accessible where it parses the page
-                langinfo = nb.metadata.get("language_info", {})
-                lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-                highlight_code = self.filters.get(
-                    "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
-                resources = self._init_resources(resources)
-                filter_data_type = WidgetsDataTypeFilter(
-                    notebook_metadata=self._nb_metadata, parent=self, resources=resources)
-                self.register_filter("highlight_code", highlight_code)
-                self.register_filter("filter_data_type", filter_data_type)
-                page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-                return _accessible(page), resources
+    class Exporter(HTMLExporter if kind == "html" else SlidesExporter):
+        def from_notebook_node(self, nb, resources=None, **kw):
+            # HTMLExporter.from_notebook_node (nbconvert 7.17) up to its template, then
+            # _accessible where it parses the page
+            langinfo = nb.metadata.get("language_info", {})
+            lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+            highlight_code = self.filters.get(
+                "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
+            resources = self._init_resources(resources)
+            filter_data_type = WidgetsDataTypeFilter(
+                notebook_metadata=self._nb_metadata, parent=self, resources=resources)
+            self.register_filter("highlight_code", highlight_code)
+            self.register_filter("filter_data_type", filter_data_type)
+            page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+            return _accessible(page), resources
 
-        _EXPORTERS[kind] = Exporter
-    return _EXPORTERS[kind]
+    return Exporter
 
 
-def _exporter(kind: str, lang: str, cls=None):
-    """The exporter of ``kind`` ("html" or "slides") in ``lang``, as ``cls`` (default: the
-    course's, :func:`_exporter_class`) with the course's settings."""
+def _exporter(kind: str, lang: str):
+    """The exporter of ``kind`` ("html" or "slides", :func:`_exporter_class`) in ``lang``,
+    with the course's settings."""
     common = dict(
         extra_template_basedirs=[str(TEMPLATES)],
         extra_template_paths=[str(TEMPLATES)],  # course_mathjax.html.j2, shared by both templates
@@ -340,7 +337,7 @@ def _exporter(kind: str, lang: str, cls=None):
         jquery_url="../vendor/jquery/dist/jquery.min.js",
         language_code=LANGUAGES[lang].html_lang,
     )
-    cls = cls or _exporter_class(kind)
+    cls = _exporter_class(kind)
     if kind == "html":
         return cls(template_name="course_html", **common)
     return cls(template_name="course_slides", reveal_url_prefix="../vendor/reveal.js",

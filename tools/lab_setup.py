@@ -90,16 +90,22 @@ def server_config_path(prefix: str | pathlib.Path = sys.prefix) -> pathlib.Path:
     return pathlib.Path(prefix) / "etc" / "jupyter" / "jupyter_server_config.json"
 
 
-def write_server_config(prefix: str | pathlib.Path = sys.prefix,
-                        curve: bool | None = None) -> tuple[pathlib.Path, dict]:
-    """Merge :data:`SERVER_CONFIG` into ``prefix``'s server configuration (without the kernel
-    encryption where pyzmq has no Curve support: ``curve`` = ``zmq.has("curve")``); return
-    the path and what was set. Raises ``ValueError`` if the file is not a JSON object."""
+def server_config(curve: bool | None = None) -> dict:
+    """:data:`SERVER_CONFIG` without the kernel encryption where pyzmq has no Curve support
+    (``curve`` = ``zmq.has("curve")``): what JupyterLab's server, and tools.bench's kernels
+    (its ``KernelManager`` section), are given."""
     if curve is None:
         import zmq
 
         curve = zmq.has("curve")
-    wanted = {k: dict(v) for k, v in SERVER_CONFIG.items() if curve or k != "KernelManager"}
+    return {k: dict(v) for k, v in SERVER_CONFIG.items() if curve or k != "KernelManager"}
+
+
+def write_server_config(prefix: str | pathlib.Path = sys.prefix,
+                        curve: bool | None = None) -> tuple[pathlib.Path, dict]:
+    """Merge :func:`server_config` into ``prefix``'s server configuration; return the path
+    and what was set. Raises ``ValueError`` if the file is not a JSON object."""
+    wanted = server_config(curve)
     return _merge_json(server_config_path(prefix), wanted), wanted
 
 

@@ -61,7 +61,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-dev-shm-usage"]
 TOLERANCE_PX = 1  # rounding of the scaled layout
-QUIET_MS = 50  # a slide has settled when nothing in it has changed for this long
+QUIET_MS = 50  # the slides have settled when nothing in them has changed for this long
 SETTLE_MAX_MS = 10_000
 # Past the first window size, only the slides that came within NEAR_PX of a problem there are
 # measured again (a slide's "margin": how far its content's bottom and right edge are from
