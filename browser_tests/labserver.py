@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import secrets
 import socket
 import subprocess
@@ -83,3 +84,20 @@ def jupyterlab(tmp: pathlib.Path, root: pathlib.Path, cwd: pathlib.Path = ROOT,
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def api(base: str, token: str, path: str):
+    """GET the server's REST API at ``path`` (``/api/kernels``, ...); returns the JSON answer."""
+    req = urllib.request.Request(f"{base}{path}", headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def wait_kernel_idle(page, timeout_s: float) -> None:
+    """Wait until the open notebook's kernel is connected and idle: the status bar's kernel
+    item reads "<kernel> | Idle". The toolbar's execution indicator is no sign of that: it shows
+    idle from the moment the notebook is drawn, while the status bar still reads "No Kernel |
+    Initializing". A Run All given then finds no kernel and opens the kernel chooser, and
+    answering that starts a second kernel."""
+    page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\S \| Idle$")).first.wait_for(
+        timeout=timeout_s * 1000)

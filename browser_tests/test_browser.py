@@ -126,11 +126,6 @@ def jupyterlab(tmp_path_factory):
 
 # ------------------------------------------------------------------ JupyterLab
 
-def _wait_kernel_idle(page, timeout_s: float) -> None:
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']",
-                           timeout=timeout_s * 1000)
-
-
 def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
     base, token, lab_root = jupyterlab
     nb = _lesson_notebook()
@@ -151,7 +146,7 @@ def test_lesson_runs_in_jupyterlab(browser, jupyterlab):
                                timeout=90_000)
     finally:
         page.screenshot(path=str(SHOTS / f"lab_{LESSON}_opened.png"))
-    _wait_kernel_idle(page, 120)
+    labserver.wait_kernel_idle(page, 120)
 
     # before it is run, an explorer shows its starting figure once (or, where the cell above
     # holds the figure, its one line of text), not a copy of the widget with a slider that

@@ -102,31 +102,38 @@ def test_mock_interview_widget_and_most_asked(lab, browser):
         page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
         cells = page.locator(".jp-Notebook .jp-CodeCell")
         listing, cell = cells.nth(0), cells.nth(1)
-        # Run All from the Run menu, as a learner would, once the kernel is idle. On a busy
-        # machine the command can come to nothing: a kernel chooser that comes up late (even
-        # after the kernel shows idle) takes it, or the menu acts before the notebook is ready
-        # (every prompt stays "[ ]:"; seen in a CI run, and on a quiet machine the first Run All
-        # given as soon as the kernel shows idle often comes to nothing). So a
-        # chooser is answered, and Run All is given again whenever the kernel is idle, no cell
-        # has run or been queued, and the last Run All is 5 s old. The first cell imports
-        # torch: on a machine busy with other tests that alone can take a minute.
+        # Run All from the Run menu, as a learner would, once the kernel is connected and idle
+        # (labserver.wait_kernel_idle). Given earlier, it came to nothing or opened the kernel
+        # chooser, and answering that replaced the kernel, losing a widget drawn from the first:
+        # the likeliest cause of a CI run where the widget cell showed no Start button. Should
+        # it still come to nothing (every prompt stays "[ ]:" for 5 s), it is given again. The
+        # first cell imports torch: on a machine busy with other tests that alone can take a
+        # minute.
         prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt")
-        idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
         deadline = time.monotonic() + 180
+
+        def fail(what, shot):
+            page.screenshot(path=str(SHOTS / shot))
+            kernels = [k["id"] for k in labserver.api(base, token, "/api/kernels")]
+            pytest.fail(f"{what} (prompts {prompts.all_inner_texts()}; the widget cell shows "
+                        f"{cell.locator('.jp-OutputArea').inner_text()[:300]!r}; kernels "
+                        f"{kernels}; screenshot build/browser/{shot})")
+
+        try:
+            labserver.wait_kernel_idle(page, 120)
+        except playwright_api.TimeoutError:
+            fail("the kernel is not idle 120 s after the notebook opened", "mock_no_kernel.png")
+        kernels = [k["id"] for k in labserver.api(base, token, "/api/kernels")]
+        assert len(kernels) == 1, f"kernels running when the notebook is idle: {kernels}"
         last_run = None
         while not listing.locator("details").count():
-            select = page.locator(".jp-Dialog button", has_text="Select")
-            if select.count():
-                select.first.click()
-            elif (idle.count() and all(t.strip() == "[ ]:" for t in prompts.all_inner_texts())
-                  and (last_run is None or time.monotonic() - last_run > 5)):
+            if (all(t.strip() == "[ ]:" for t in prompts.all_inner_texts())
+                    and (last_run is None or time.monotonic() - last_run > 5)):
                 page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
                 page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
                 last_run = time.monotonic()
             if time.monotonic() > deadline:
-                page.screenshot(path=str(SHOTS / "mock_no_answers.png"))
-                pytest.fail(f"the first cell showed no answers after 180 s (prompts "
-                            f"{prompts.all_inner_texts()}; screenshot build/browser/mock_no_answers.png)")
+                fail("the first cell showed no answers after 180 s", "mock_no_answers.png")
             page.wait_for_timeout(500)
         listing.locator("details").first.wait_for(timeout=30_000)
         assert listing.locator("details").count() == 2
@@ -136,8 +143,21 @@ def test_mock_interview_widget_and_most_asked(lab, browser):
                                arg=listing.element_handle(), timeout=30_000)
         page.screenshot(path=str(SHOTS / "mock_most_asked.png"))
 
+        # the widget cell has run (its prompt shows a count) and the widget is drawn
+        ran_by = time.monotonic() + 120
+        while not re.fullmatch(r"\[\d+\]:", prompts.nth(1).inner_text().strip()):
+            if time.monotonic() > ran_by:
+                fail("the widget cell has not run 120 s after the first showed its answers",
+                     "mock_no_widget.png")
+            page.wait_for_timeout(500)
+        start = cell.locator("button", has_text="Start")
+        try:
+            start.wait_for(timeout=60_000)
+        except playwright_api.TimeoutError:
+            fail("no Start button 60 s after the widget cell ran", "mock_no_widget.png")
+
         # the widget: start, watch the countdown go down, let it reach 0
-        cell.locator("button", has_text="Start").click()
+        start.click()
         clock = cell.locator(".widget-html").nth(1)
         page.wait_for_function("el => /0:0[34] left/.test(el.innerText)", arg=clock.element_handle(),
                                timeout=15_000)
@@ -165,5 +185,7 @@ def test_mock_interview_widget_and_most_asked(lab, browser):
         assert "Report / 报告: 0.50 of 2 (25%)" in report and "lesson 02 · LayerNorm" in report
         assert "Revise / 复习" in report
         cell.screenshot(path=str(SHOTS / "mock_report.png"))
+        # everything ran on the kernel JupyterLab started for the notebook: none replaced it
+        assert [k["id"] for k in labserver.api(base, token, "/api/kernels")] == kernels
     finally:
         context.close()
