@@ -86,11 +86,11 @@ def jupyterlab(tmp: pathlib.Path, root: pathlib.Path, cwd: pathlib.Path = ROOT,
                 proc.kill()
 
 
-def api(base: str, token: str, path: str):
-    """GET the server's REST API at ``path`` (``/api/kernels``, ...); returns the JSON answer."""
-    req = urllib.request.Request(f"{base}{path}", headers={"Authorization": f"token {token}"})
+def kernel_ids(base: str, token: str) -> list[str]:
+    """The ids of the kernels the server runs (its REST API, ``/api/kernels``)."""
+    req = urllib.request.Request(f"{base}/api/kernels", headers={"Authorization": f"token {token}"})
     with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
+        return [k["id"] for k in json.loads(r.read())]
 
 
 def wait_kernel_idle(page, timeout_s: float) -> None:
@@ -98,6 +98,6 @@ def wait_kernel_idle(page, timeout_s: float) -> None:
     item reads "<kernel> | Idle". The toolbar's execution indicator is no sign of that: it shows
     idle from the moment the notebook is drawn, while the status bar still reads "No Kernel |
     Initializing". A Run All given then finds no kernel and opens the kernel chooser, and
-    answering that starts a second kernel."""
+    answering that replaces the kernel with a new one."""
     page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\S \| Idle$")).first.wait_for(
         timeout=timeout_s * 1000)

@@ -114,16 +114,15 @@ def test_mock_interview_widget_and_most_asked(lab, browser):
 
         def fail(what, shot):
             page.screenshot(path=str(SHOTS / shot))
-            kernels = [k["id"] for k in labserver.api(base, token, "/api/kernels")]
             pytest.fail(f"{what} (prompts {prompts.all_inner_texts()}; the widget cell shows "
                         f"{cell.locator('.jp-OutputArea').inner_text()[:300]!r}; kernels "
-                        f"{kernels}; screenshot build/browser/{shot})")
+                        f"{labserver.kernel_ids(base, token)}; screenshot build/browser/{shot})")
 
         try:
             labserver.wait_kernel_idle(page, 120)
         except playwright_api.TimeoutError:
             fail("the kernel is not idle 120 s after the notebook opened", "mock_no_kernel.png")
-        kernels = [k["id"] for k in labserver.api(base, token, "/api/kernels")]
+        kernels = labserver.kernel_ids(base, token)
         assert len(kernels) == 1, f"kernels running when the notebook is idle: {kernels}"
         last_run = None
         while not listing.locator("details").count():
@@ -187,6 +186,6 @@ def test_mock_interview_widget_and_most_asked(lab, browser):
         assert "Revise / 复习" in report
         cell.screenshot(path=str(SHOTS / "mock_report.png"))
         # everything ran on the kernel JupyterLab started for the notebook: none replaced it
-        assert [k["id"] for k in labserver.api(base, token, "/api/kernels")] == kernels
+        assert labserver.kernel_ids(base, token) == kernels
     finally:
         context.close()
