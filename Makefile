@@ -60,8 +60,8 @@ PIP_INSTALL := $(PY) -m pip install --disable-pip-version-check --no-input
 $(STAMP): requirements.txt constraints-cuda.txt pyproject.toml | check-python
 	"$(PYTHON)" -m venv $(VENV)
 	$(PIP_INSTALL) $(PIP_PIN)
-	$(if $(TORCH_INDEX),$(PIP_INSTALL) --no-compile $(TORCH_PIN) --index-url $(TORCH_INDEX))
-	$(PIP_INSTALL) --no-compile -r requirements.txt
+	$(if $(TORCH_INDEX),$(PIP_INSTALL) $(TORCH_PIN) --index-url $(TORCH_INDEX))
+	$(PIP_INSTALL) -r requirements.txt
 	$(PIP_INSTALL) -e .
 	$(PY) -m tools.lab_setup
 	touch $(STAMP)

@@ -190,7 +190,7 @@ def test_readme_commands_are_the_makefile_recipe():
     assert readme == [
         "python3 -m venv .venv",
         f".venv/bin/python -m pip install {PIP_PIN}",
-        ".venv/bin/python -m pip install --no-compile -r requirements.txt",
+        ".venv/bin/python -m pip install -r requirements.txt",
         ".venv/bin/python -m pip install -e .",
         ".venv/bin/python -m tools.lab_setup",
         ".venv/bin/jupyter lab",
@@ -213,7 +213,7 @@ def test_readme_cpu_torch_is_the_makefile_option():
     cpu = readme_cpu_torch()
     torch_pin = next(line for line in (ROOT / "requirements.txt").read_text().splitlines()
                      if line.startswith("torch=="))
-    step = f".venv/bin/python -m pip install --no-compile {torch_pin} --index-url " \
+    step = f".venv/bin/python -m pip install {torch_pin} --index-url " \
            "https://download.pytorch.org/whl/cpu"
     assert step in cpu
     assert cpu[cpu.index(step) - 1] == f".venv/bin/python -m pip install {PIP_PIN}"
