@@ -48,7 +48,8 @@ def start_retrying(start, *args, attempts: int | None = None, **kwargs):
     given = kwargs.pop("stderr", None)  # nbval opens os.devnull for it; nothing else uses it
     if given is not None and hasattr(given, "close"):
         given.close()
-    for attempt in range(1, attempts + 1):
+    attempt = 1
+    while True:  # each start returns, raises, or (a port taken, starts left) starts again
         # the kernel holds its own copy of the file; this one is only read after a failure
         with tempfile.TemporaryFile() as stderr:
             try:
@@ -64,13 +65,13 @@ def start_retrying(start, *args, attempts: int | None = None, **kwargs):
                         KernelPortTaken,
                         stacklevel=2,
                     )
+                    attempt += 1
                     continue
                 tail = "\n".join(said.rstrip().splitlines()[-STDERR_LINES:]) or "(nothing)"
                 raise RuntimeError(
                     f"{error} (start {attempt} of {attempts}); the kernel's standard error "
                     f"ended:\n{tail}"
                 ) from error
-    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _last_line_with(text: str, needle: str) -> str:
