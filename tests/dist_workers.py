@@ -13,6 +13,13 @@ def exiting_worker(rank: int, world_size: int, wait: float = 60.0) -> int:
     return rank
 
 
+def sleeping_worker(rank: int, world_size: int, wait: float = 60.0) -> int:
+    """Every rank sleeps ``wait`` seconds before it returns: a run that gives no result for
+    that long, however fast the machine starts the workers."""
+    time.sleep(wait)
+    return rank
+
+
 def rank_sum_worker(rank: int, world_size: int) -> dict:
     """Every rank all-reduces its own rank number: the group works when each sees the sum."""
     import torch
