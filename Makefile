@@ -148,10 +148,10 @@ $(RESOLVE_STAMP): requirements-resolve.txt $(STAMP)
 	$(PIP_INSTALL) -r requirements-resolve.txt
 	touch $(RESOLVE_STAMP)
 
-# The resolution needs neither the tests' conftest.py files (which import torch, and nbval's
-# kernel start, which imports nbformat) nor the nbval and Hypothesis plugins: without them each
-# of the five pytest processes starts in about 0.8 CPU-s instead of 6.7 (the eight tests skipped:
-# 3.8 CPU-s against 33.4 on 2 cores).
+# The resolution needs no conftest.py (tests/conftest.py imports torch; the root one installs
+# nbval's kernel start, which imports nbformat) and neither the nbval nor the Hypothesis plugin:
+# without them each of the five pytest processes starts in about 0.8 CPU-s instead of 6.7 (the
+# eight tests skipped: 3.8 CPU-s against 33.4 on 2 cores).
 test-resolve: $(RESOLVE_STAMP)
 	COURSE_TEST_RESOLVE=1 $(PY) -m pytest -n 4 -v --noconftest -p no:nbval -p no:hypothesispytest \
 		tests/test_install.py -k resolve
